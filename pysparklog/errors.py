@@ -1,0 +1,54 @@
+"""Exceptions raised by pysparklog.
+
+Every error that is about bytes on disk names the file and the byte position, and says what was
+expected, so that a corrupt segment can be found and inspected with ``pysparklog dump-log``.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class PySparkLogError(Exception):
+    """Base class of every error raised by pysparklog."""
+
+
+class CorruptRecordError(PySparkLogError):
+    """Bytes that do not form a valid record batch, index entry or state file.
+
+    Args:
+        message: What is wrong and what was expected.
+        file: The file the bytes came from, when known.
+        position: The byte position in that file, when known.
+    """
+
+    def __init__(self, message: str, *, file: str | os.PathLike[str] | None = None, position: int | None = None):
+        self.file = os.fspath(file) if file is not None else None
+        self.position = position
+        self.detail = message
+        where = []
+        if self.file is not None:
+            where.append(f"file {self.file}")
+        if position is not None:
+            where.append(f"position {position}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class UnsupportedCodecError(CorruptRecordError):
+    """A compression codec id or name that Kafka does not define."""
+
+
+class InvalidConfigError(PySparkLogError, ValueError):
+    """A configuration key or value that is not accepted; the message names both and what is accepted."""
+
+
+class InvalidOffsetError(PySparkLogError, ValueError):
+    """An offset that is negative, overflows, or lies outside what the log holds."""
+
+
+class OffsetOutOfRangeError(InvalidOffsetError):
+    """A read or seek to an offset outside [log start offset, log end offset]."""
+
+
+class InvalidLogDirectoryError(PySparkLogError, ValueError):
+    """A directory that is not a ``<topic>-<partition>`` partition directory or a log directory."""
