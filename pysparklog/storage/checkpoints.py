@@ -1,0 +1,132 @@
+"""Kafka's small text files, read and written in Kafka's own formats.
+
+Checkpoint files (``CheckpointFile.java``)::
+
+    <version>\\n<count>\\n<entry>\\n...      entries split on whitespace
+
+    recovery-point-offset-checkpoint, log-start-offset-checkpoint, cleaner-offset-checkpoint,
+    replication-offset-checkpoint: version 0, entry "<topic> <partition> <offset>"
+    leader-epoch-checkpoint (per partition): version 0, entry "<epoch> <startOffset>"
+
+``partition.metadata`` (``PartitionMetadata.encode``)::
+
+    version: 0\\ntopic_id: <22-char base64url Uuid>        (no trailing newline)
+
+Every write goes to a temporary file that is fsynced and renamed over the old one, so a crash leaves
+the old or the new content, never a mix.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from collections.abc import Mapping
+
+from pysparklog.errors import CorruptRecordError
+
+CHECKPOINT_VERSION = 0
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+PARTITION_METADATA_VERSION = 0
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``: temporary file, fsync, rename, fsync of the directory."""
+    directory = os.path.dirname(path) or "."
+    tmp = f"{path}.tmp.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _read_lines(path: str) -> list[list[str]] | None:
+    """The entry lines of a checkpoint file split on whitespace; None when the file is absent or empty."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    lines = text.split("\n")
+    if not text.strip():
+        return None
+    try:
+        version = int(lines[0])
+        count = int(lines[1])
+    except (ValueError, IndexError):
+        raise CorruptRecordError("checkpoint header is not '<version>\\n<count>\\n'", file=path, position=0) from None
+    if version != CHECKPOINT_VERSION:
+        raise CorruptRecordError(f"checkpoint version {version}, expected {CHECKPOINT_VERSION}", file=path, position=0)
+    entries = [line.split() for line in lines[2 : 2 + count]]
+    if len(entries) != count or any(not e for e in entries):
+        raise CorruptRecordError(f"checkpoint declares {count} entries but holds {len(entries)}", file=path)
+    return entries
+
+
+def _format(entries: list[str]) -> bytes:
+    return f"{CHECKPOINT_VERSION}\n{len(entries)}\n{''.join(e + chr(10) for e in entries)}".encode()
+
+
+def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): offset}`` from a log-dir level checkpoint file; empty when absent."""
+    entries = _read_lines(path) or []
+    result = {}
+    for fields in entries:
+        if len(fields) != 3:
+            raise CorruptRecordError(f"checkpoint entry {' '.join(fields)!r} is not '<topic> <partition> <offset>'",
+                                     file=path)
+        result[(fields[0], int(fields[1]))] = int(fields[2])
+    return result
+
+
+def write_offset_checkpoint(path: str, offsets: Mapping[tuple[str, int], int]) -> None:
+    write_atomically(path, _format([f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]))
+
+
+def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
+    """``[(epoch, start offset)]`` of a partition's ``leader-epoch-checkpoint``; empty when absent."""
+    return [(int(e), int(o)) for e, o in (_read_lines(path) or [])]
+
+
+def write_leader_epoch_checkpoint(path: str, entries: list[tuple[int, int]]) -> None:
+    write_atomically(path, _format([f"{e} {o}" for e, o in entries]))
+
+
+def new_topic_id() -> str:
+    """A random topic id in Kafka's ``Uuid.toString`` form: 22 base64url characters, no padding."""
+    while True:
+        raw = uuid.uuid4().bytes
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        # Kafka reserves the zero UUID and ids starting with '-' (they read as command-line flags).
+        if not text.startswith("-") and raw != bytes(16):
+            return text
+
+
+def read_partition_metadata(path: str) -> str | None:
+    """The topic id in ``partition.metadata``, or None when the file is absent."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    fields = dict(line.split(": ", 1) for line in text.split("\n") if ": " in line)
+    if fields.get("version") != str(PARTITION_METADATA_VERSION) or "topic_id" not in fields:
+        raise CorruptRecordError(
+            f"expected 'version: {PARTITION_METADATA_VERSION}\\ntopic_id: <id>', found {text!r}", file=path, position=0
+        )
+    return fields["topic_id"].strip()
+
+
+def write_partition_metadata(path: str, topic_id: str) -> None:
+    write_atomically(path, f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id}".encode())

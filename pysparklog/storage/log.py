@@ -1,0 +1,757 @@
+"""A partition log: the segments of one ``<topic>-<partition>`` directory, appended to and read
+by any number of processes at once.
+
+Appends are serialised by an exclusive lock on the partition's ``pysparklog.state`` file, which
+also holds the state of the last acknowledged append (a fixed 90-byte record, below). Readers
+take the lock shared for a moment to read that record and never look past the acknowledged size,
+so a batch being written is never seen half-written.
+
+``pysparklog.state`` (pysparklog's own file; Kafka ignores it), big-endian::
+
+    0  magic                  4 bytes  "PSLG"
+    4  version                int16    0
+    6  boot id                16 bytes the kernel boot id of the last writer's machine
+    22 active segment base    int64
+    30 active segment size    int64    acknowledged bytes of its .log
+    38 log end offset         int64
+    46 max timestamp          int64    of the active segment, -1 when none
+    54 offset of max ts       int64
+    62 log start offset       int64
+    70 recovery point         int64    everything below is fsynced
+    78 last flush time        int64    milliseconds
+    86 crc                    uint32   CRC-32C of bytes [0, 86)
+
+A writer that finds bytes past the acknowledged size (a writer died mid-append) validates them as
+Kafka's recovery does and truncates at the first invalid batch. A boot id other than the machine's
+means the machine restarted, so data not yet fsynced may be lost: the writer then runs Kafka's full
+recovery from the recovery point.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import re
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import crc32c as _crc32c
+import numpy as np
+import pyarrow as pa
+
+from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, InvalidOffsetError, OffsetOutOfRangeError
+from pysparklog.storage import checkpoints
+from pysparklog.storage.config import INT_MAX, LogConfig
+from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex, max_entries
+from pysparklog.storage.locking import FileLock
+from pysparklog.storage.producer_state import ProducerStateTracker
+from pysparklog.storage.records import kernels as k
+from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, decode_entries, encode_arrow
+from pysparklog.storage.records.default_records import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    CRC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TimestampType,
+)
+from pysparklog.storage.records.memory_records import scan, verify_crcs
+from pysparklog.storage.segment import LOG_SUFFIX, LogSegment, parse_segment_name
+
+STATE_FILE = "pysparklog.state"
+PARTITION_LEADER_EPOCH = 0  # one leader forever: the log itself
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+_STATE = struct.Struct(">4sh16sqqqqqqqq")
+_STATE_MAGIC = b"PSLG"
+_STATE_VERSION = 0
+_TOPIC_PARTITION = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+
+
+def _boot_id() -> bytes:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return bytes.fromhex(f.read().strip().replace("-", ""))
+    except (OSError, ValueError):
+        return bytes(16)
+
+
+BOOT_ID = _boot_id()
+
+
+def parse_partition_dir(directory: str) -> tuple[str, int]:
+    """(topic, partition) from a ``<topic>-<partition>`` directory name.
+
+    Raises:
+        InvalidLogDirectoryError: The name is not of that form.
+    """
+    name = os.path.basename(os.path.normpath(directory))
+    match = _TOPIC_PARTITION.match(name)
+    if match is None:
+        raise InvalidLogDirectoryError(
+            f"{directory!r} is not a partition directory: expected '<topic>-<partition>' with a topic of "
+            "[a-zA-Z0-9._-] characters and a partition number"
+        )
+    return match["topic"], int(match["partition"])
+
+
+@dataclass(frozen=True, slots=True)
+class LogState:
+    """What the last acknowledged append left behind (the ``pysparklog.state`` record)."""
+
+    active_base: int
+    active_size: int
+    log_end_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_start_offset: int
+    recovery_point: int
+    last_flush_ms: int
+    boot_id: bytes = BOOT_ID
+
+    def encode(self) -> bytes:
+        body = _STATE.pack(
+            _STATE_MAGIC, _STATE_VERSION, self.boot_id, self.active_base, self.active_size, self.log_end_offset,
+            self.max_timestamp, self.offset_of_max_timestamp, self.log_start_offset, self.recovery_point,
+            self.last_flush_ms,
+        )
+        return body + struct.pack(">I", _crc32c.crc32c(body))
+
+    @classmethod
+    def decode(cls, data: bytes) -> LogState | None:
+        """The state, or None when the record is absent, torn or of another version."""
+        if len(data) < _STATE.size + 4:
+            return None
+        body = data[: _STATE.size]
+        if struct.unpack_from(">I", data, _STATE.size)[0] != _crc32c.crc32c(body):
+            return None
+        magic, version, boot, *values = _STATE.unpack(body)
+        if magic != _STATE_MAGIC or version != _STATE_VERSION:
+            return None
+        return cls(*values, boot_id=boot)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append wrote: offsets ``first_offset..last_offset`` and, for LogAppendTime, its time."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
+    log_append_time_ms: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogView:
+    """A consistent view for readers: the segments and how far each may be read."""
+
+    segment_bases: tuple[int, ...]
+    active_size: int
+    log_start_offset: int
+    log_end_offset: int
+
+    def end_of(self, base: int, segment: LogSegment) -> int:
+        return self.active_size if base == self.segment_bases[-1] else segment.size()
+
+
+@dataclass(slots=True)
+class _ActiveSegment:
+    """The writer's knowledge of the active segment, reconciled with the state record under the lock."""
+
+    state: LogState
+    segment: LogSegment
+    index_entries: int
+    last_index_position: int
+    time_index_entries: int
+    last_time_index_ts: int
+    first_batch_max_ts: int  # Kafka's rollingBasedTimestamp, -1 when unknown
+    created_ms: int
+
+
+class PartitionLog:
+    """One partition's log directory.
+
+    Args:
+        directory: The ``<topic>-<partition>`` directory (created on the first append).
+        config: Segment, index and flush settings.
+        checkpoint_dir: The log directory holding ``recovery-point-offset-checkpoint`` and
+            ``log-start-offset-checkpoint`` (default: the parent of ``directory``).
+
+    Raises:
+        InvalidLogDirectoryError: ``directory`` is not named ``<topic>-<partition>``.
+    """
+
+    def __init__(self, directory: str, config: LogConfig | None = None, *, checkpoint_dir: str | None = None) -> None:
+        self.directory = os.path.abspath(directory)
+        self.topic, self.partition = parse_partition_dir(self.directory)
+        self.config = config or LogConfig()
+        self.checkpoint_dir = checkpoint_dir or os.path.dirname(self.directory)
+        self._lock = FileLock(os.path.join(self.directory, STATE_FILE))
+        self._segments: dict[int, LogSegment] = {}
+        self._bases: list[int] = []
+        self._listed_for: tuple[int, ...] | None = None
+        self._active: _ActiveSegment | None = None
+        self._producers = ProducerStateTracker(self.directory)
+        self._write_mutex = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.directory!r})"
+
+    def close(self) -> None:
+        self._lock.close()
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- segments -----------------------------------------------------------------------------
+
+    def segment(self, base: int) -> LogSegment:
+        seg = self._segments.get(base)
+        if seg is None:
+            seg = self._segments[base] = LogSegment(self.directory, base)
+        return seg
+
+    def _list_segments(self) -> list[int]:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
+        self._bases = bases
+        return bases
+
+    # -- state record -------------------------------------------------------------------------
+
+    def _read_state(self, fd: int) -> LogState | None:
+        return LogState.decode(os.pread(fd, _STATE.size + 4, 0))
+
+    def _write_state(self, fd: int, state: LogState) -> None:
+        os.pwrite(fd, state.encode(), 0)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def view(self) -> LogView:
+        """The acknowledged extent of the log, read consistently with concurrent writers."""
+        with self._lock.shared() as fd:
+            state = self._read_state(fd) if fd is not None else None
+            if state is not None:
+                bases = self._bases if self._bases and self._bases[-1] == state.active_base else self._list_segments()
+                if bases and bases[-1] == state.active_base:
+                    return LogView(tuple(bases), state.active_size, state.log_start_offset, state.log_end_offset)
+            # Written by a broker or never appended to by pysparklog: derive the view from the files.
+            return self._view_from_files()
+
+    def _view_from_files(self) -> LogView:
+        bases = self._list_segments()
+        if not bases:
+            return LogView((), 0, 0, 0)
+        last = self.segment(bases[-1])
+        size = last.size()
+        end_offset = self._end_offset_of(last, size)
+        start = self._checkpointed_log_start(bases[0])
+        return LogView(tuple(bases), size, start, end_offset)
+
+    def _end_offset_of(self, segment: LogSegment, size: int) -> int:
+        """One past the last complete entry's last offset; the base when the segment has none."""
+        index = segment.offset_index()
+        position = index.positions[-1] if len(index) and index.is_consistent(size) else 0
+        last = segment.base_offset - 1
+        for chunk in segment.chunks(int(position), size, verify_crc=False):
+            last = int(chunk.entries.last_offsets[-1])
+        return last + 1
+
+    def _checkpointed_log_start(self, first_base: int) -> int:
+        path = os.path.join(self.checkpoint_dir, checkpoints.LOG_START_OFFSET_CHECKPOINT)
+        try:
+            recorded = checkpoints.read_offset_checkpoint(path).get((self.topic, self.partition))
+        except CorruptRecordError:
+            recorded = None
+        return max(first_base, recorded) if recorded is not None else first_base
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.view().log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.view().log_end_offset
+
+    def segments(self) -> list[LogSegment]:
+        return [self.segment(b) for b in self.view().segment_bases]
+
+    def _segment_for(self, view: LogView, offset: int) -> int:
+        i = bisect.bisect_right(view.segment_bases, offset) - 1
+        return max(i, 0)
+
+    def _check_range(self, view: LogView, offset: int) -> None:
+        if not view.log_start_offset <= offset <= view.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside {self.topic}-{self.partition}'s range "
+                f"[{view.log_start_offset}, {view.log_end_offset}] (log start offset, log end offset)"
+            )
+
+    def read_arrow(
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        *,
+        include_headers: bool = False,
+        max_chunk_bytes: int = 8 * 1024 * 1024,
+    ) -> Iterator[pa.RecordBatch]:
+        """Records from ``start_offset`` (default: the log start) up to ``end_offset`` (exclusive;
+        default: the log end when the read starts), as Arrow batches with Spark's Kafka columns.
+
+        Memory stays bounded by ``max_chunk_bytes`` of file data per batch (plus one record batch
+        larger than that, when there is one). Control records are skipped, as a consumer does.
+
+        Raises:
+            OffsetOutOfRangeError: ``start_offset`` is below the log start or above the log end.
+            CorruptRecordError: A checksum or record is invalid; the error names file and position.
+        """
+        view = self.view()
+        start = view.log_start_offset if start_offset is None else start_offset
+        self._check_range(view, start)
+        end = view.log_end_offset if end_offset is None else min(end_offset, view.log_end_offset)
+        if end_offset is not None and end_offset < start:
+            raise InvalidOffsetError(f"end offset {end_offset} is below start offset {start}")
+        first = self._segment_for(view, start)
+        for base in view.segment_bases[first:]:
+            if base >= end:
+                return
+            segment = self.segment(base)
+            seg_end = view.end_of(base, segment)
+            found = segment.translate_offset(start, seg_end)
+            if found is None:
+                continue
+            for chunk in segment.chunks(found[0], seg_end, max_bytes=max_chunk_bytes):
+                entries = chunk.entries
+                data = entries.select(~entries.is_control)
+                for batch in decode_entries(
+                    chunk.buf, data, topic=self.topic, partition=self.partition, include_headers=include_headers,
+                    file=segment.log_path, base_position=chunk.position,
+                ):
+                    offsets = batch.column("offset").to_numpy()
+                    lo = int(np.searchsorted(offsets, start, side="left"))
+                    hi = int(np.searchsorted(offsets, end, side="left"))
+                    if hi > lo:
+                        yield batch.slice(lo, hi - lo)
+                    if hi < len(offsets):
+                        return
+                if len(entries) and int(entries.last_offsets[-1]) >= end - 1:
+                    return
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """Kafka's ListOffsets for one partition: (offset, timestamp), or None when nothing qualifies.
+
+        ``-2`` is the log start offset, ``-1`` the log end offset, ``-3`` the offset of the batch with
+        the largest timestamp; any other value finds the first record whose timestamp is at least it.
+        """
+        view = self.view()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return view.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return view.log_end_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            best: tuple[int, int] | None = None
+            for base in view.segment_bases:
+                seg = self.segment(base)
+                ts, offset = seg.largest_timestamp(view.end_of(base, seg))
+                if ts >= 0 and (best is None or ts > best[1]):
+                    best = (offset, ts)
+            return best
+        if timestamp < 0:
+            raise InvalidOffsetError(
+                f"timestamp {timestamp} is not valid; accepted: -2 (earliest), -1 (latest), -3 (max timestamp) "
+                "or milliseconds since the epoch"
+            )
+        for base in view.segment_bases:
+            seg = self.segment(base)
+            end = view.end_of(base, seg)
+            if seg.largest_timestamp(end)[0] >= timestamp:
+                return seg.find_offset_by_timestamp(timestamp, view.log_start_offset, end)
+        return None
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def append_arrow(self, data: pa.Table | pa.RecordBatch, settings: BatchSettings | None = None) -> AppendInfo:
+        """Encode Arrow rows (``value``, optional ``key``, ``timestamp``, ``headers``) and append them.
+
+        Returns:
+            The offsets of everything appended by this call.
+        """
+        infos = [self.append(encoded) for encoded in encode_arrow(data, settings)]
+        if not infos:
+            end = self.log_end_offset
+            return AppendInfo(end, end - 1, 0, -1, -1)
+        return AppendInfo(
+            infos[0].first_offset, infos[-1].last_offset, sum(i.record_count for i in infos),
+            infos[-1].log_append_time_ms, max(i.max_timestamp for i in infos),
+        )
+
+    def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:
+        """Append complete v2 record batches, assigning offsets from the log end as a broker does.
+
+        The batches are acknowledged when this returns: written to the segment (and fsynced when
+        the flush policy says so) with the state record updated, so every reader sees them.
+
+        Raises:
+            CorruptRecordError: A batch's checksum is wrong or it is not a complete v2 batch.
+            InvalidConfigError: A batch is larger than ``max.message.bytes``.
+        """
+        if isinstance(batches, EncodedBatches):
+            buf = batches.data
+            entries = scan(buf)
+        else:
+            buf = np.frombuffer(bytearray(batches), dtype=np.uint8)
+            entries = scan(buf, file="<append>")
+            verify_crcs(buf, entries, file="<append>")
+        if entries.incomplete_tail or entries.stop_position != len(buf):
+            raise CorruptRecordError("appended bytes end inside a record batch", file="<append>",
+                                     position=entries.stop_position)
+        if len(entries) == 0:
+            end = self.log_end_offset
+            return AppendInfo(end, end - 1, 0, -1, -1)
+        if (entries.magics != 2).any():
+            raise CorruptRecordError("only magic 2 record batches can be appended", file="<append>")
+        too_large = np.flatnonzero(entries.sizes > self.config.max_message_bytes)
+        if len(too_large):
+            from pysparklog.errors import InvalidConfigError
+
+            raise InvalidConfigError(
+                f"record batch of {int(entries.sizes[too_large[0]])} bytes exceeds max.message.bytes "
+                f"({self.config.max_message_bytes})"
+            )
+        os.makedirs(self.directory, exist_ok=True)
+        with self._write_mutex, self._lock.exclusive() as fd:
+            active = self._sync_for_write(fd)
+            return self._append_locked(fd, active, buf, entries)
+
+    def _append_locked(self, fd: int, active: _ActiveSegment, buf: np.ndarray, entries: object) -> AppendInfo:
+        from pysparklog.storage.records.memory_records import EntryTable
+
+        assert isinstance(entries, EntryTable)
+        now = int(time.time() * 1000)
+        log_append = self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        view = memoryview(buf)
+        first_offset = active.state.log_end_offset
+        next_offset = first_offset
+        records = 0
+        max_ts = -1
+        rows = entries.rows[:, [k.E_POSITION, k.E_SIZE, k.E_LAST_OFFSET_DELTA, k.E_MAX_TIMESTAMP, k.E_ATTRIBUTES]]
+        pending_start = None
+        pending_end = 0
+        for pos, size, last_delta, batch_max_ts, attributes in rows.tolist():
+            if log_append:
+                struct.pack_into(">h", view, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+                struct.pack_into(">q", view, pos + MAX_TIMESTAMP_OFFSET, now)
+                struct.pack_into(">I", view, pos + CRC_OFFSET, _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]))
+                batch_max_ts = now
+            last_offset = next_offset + last_delta
+            if self._should_roll(active, size, batch_max_ts, last_offset, now):
+                if pending_start is not None:
+                    self._write_log(active, view[pending_start:pending_end])
+                    pending_start = None
+                active = self._roll(fd, active, next_offset, now)
+            struct.pack_into(">q", view, pos + BASE_OFFSET_OFFSET, next_offset)
+            struct.pack_into(">i", view, pos + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH)
+            self._index_batch(active, last_offset, batch_max_ts, size)
+            if pending_start is None:
+                pending_start = pos
+            pending_end = pos + size
+            records += last_delta + 1
+            max_ts = max(max_ts, batch_max_ts)
+            next_offset = last_offset + 1
+        if pending_start is not None:
+            self._write_log(active, view[pending_start:pending_end])
+        active.state = replace(active.state, log_end_offset=next_offset)
+        self._maybe_flush(fd, active, now)
+        self._write_state(fd, active.state)
+        return AppendInfo(first_offset, next_offset - 1, records, now if log_append else -1, max_ts)
+
+    def _should_roll(self, active: _ActiveSegment, size: int, max_ts: int, last_offset: int, now: int) -> bool:
+        """Kafka's ``LogSegment.shouldRoll``."""
+        cfg = self.config
+        seg_size = active.state.active_size
+        if seg_size > cfg.segment_bytes - size:
+            return seg_size > 0
+        if seg_size > 0:
+            rolling_ts = active.first_batch_max_ts
+            waited = (max_ts - rolling_ts) if rolling_ts >= 0 else (now - active.created_ms)
+            if waited > cfg.segment_ms - self._jitter(active.segment.base_offset):
+                return True
+        if active.index_entries >= max_entries(cfg.segment_index_bytes, OFFSET_INDEX_ENTRY_SIZE):
+            return True
+        if active.time_index_entries >= max_entries(cfg.segment_index_bytes, TIME_INDEX_ENTRY_SIZE) - 1:
+            return True
+        return last_offset - active.segment.base_offset > INT_MAX
+
+    def _jitter(self, base_offset: int) -> int:
+        """Kafka's per-segment roll jitter; seeded by the base offset so every process agrees."""
+        bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        return random.Random(base_offset).randrange(bound) if bound > 0 else 0
+
+    def _index_batch(self, active: _ActiveSegment, last_offset: int, max_ts: int, size: int) -> None:
+        """Per-batch index maintenance, exactly as ``LogSegment.append`` does it."""
+        state = active.state
+        position = state.active_size
+        if max_ts > state.max_timestamp:
+            state = replace(state, max_timestamp=max_ts, offset_of_max_timestamp=last_offset)
+        if position - active.last_index_position > self.config.index_interval_bytes:
+            seg = active.segment
+            with open(seg.index_path, "ab") as f:
+                f.write(OffsetIndex.encode(seg.base_offset, [last_offset], [position]))
+            active.index_entries += 1
+            active.last_index_position = position
+            self._maybe_append_time_index(active, state.max_timestamp, state.offset_of_max_timestamp)
+        if active.first_batch_max_ts < 0 and position == 0:
+            active.first_batch_max_ts = max_ts
+        active.state = replace(state, active_size=position + size)
+
+    def _maybe_append_time_index(self, active: _ActiveSegment, ts: int, offset: int) -> None:
+        if ts > active.last_time_index_ts:
+            seg = active.segment
+            with open(seg.time_index_path, "ab") as f:
+                f.write(TimeIndex.encode(seg.base_offset, [ts], [offset]))
+            active.time_index_entries += 1
+            active.last_time_index_ts = ts
+
+    def _write_log(self, active: _ActiveSegment, data: memoryview) -> None:
+        """Write at the end of the acknowledged bytes; undo a partial write before re-raising."""
+        end = active.state.active_size
+        start = end - len(data)
+        fd = os.open(active.segment.log_path, os.O_WRONLY)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.pwrite(fd, data[written:], start + written)
+        except BaseException:
+            os.ftruncate(fd, start)
+            raise
+        finally:
+            os.close(fd)
+
+    def _roll(self, fd: int, active: _ActiveSegment, new_base: int, now: int) -> _ActiveSegment:
+        """Close the active segment as Kafka's ``LocalLog.roll`` does and start one at ``new_base``."""
+        old = active.segment
+        self._maybe_append_time_index(active, active.state.max_timestamp, active.state.offset_of_max_timestamp)
+        for path in (old.log_path, old.index_path, old.time_index_path):
+            _fsync(path)
+        new_base = max(new_base, active.state.log_end_offset)
+        self._producers.take_snapshot(self._bases, active.state.active_base, active.state.active_size, new_base)
+        segment = self._create_segment(new_base)
+        state = replace(
+            active.state, active_base=new_base, active_size=0, max_timestamp=-1, offset_of_max_timestamp=new_base,
+            recovery_point=new_base, last_flush_ms=now,
+        )
+        self._write_state(fd, state)
+        self._write_checkpoints(state)
+        return _ActiveSegment(state, segment, 0, 0, 0, -1, -1, now)
+
+    def _create_segment(self, base: int) -> LogSegment:
+        segment = self.segment(base)
+        for path in (segment.log_path, segment.index_path, segment.time_index_path):
+            with open(path, "ab"):
+                pass
+        if base not in self._bases:
+            bisect.insort(self._bases, base)
+        return segment
+
+    def _maybe_flush(self, fd: int, active: _ActiveSegment, now: int) -> None:
+        """``flush.messages`` / ``flush.ms``: fsync and move the recovery point."""
+        state = active.state
+        due = (
+            state.log_end_offset - state.recovery_point >= self.config.flush_messages
+            or now - state.last_flush_ms >= self.config.flush_ms
+        )
+        if due and state.log_end_offset > state.recovery_point:
+            self._flush_active(active, now)
+            self._write_checkpoints(active.state)
+
+    def _flush_active(self, active: _ActiveSegment, now: int) -> None:
+        seg = active.segment
+        for path in (seg.log_path, seg.index_path, seg.time_index_path):
+            _fsync(path)
+        active.state = replace(active.state, recovery_point=active.state.log_end_offset, last_flush_ms=now)
+
+    def flush(self) -> None:
+        """fsync everything appended so far and record it as the recovery point."""
+        os.makedirs(self.directory, exist_ok=True)
+        with self._write_mutex, self._lock.exclusive() as fd:
+            active = self._sync_for_write(fd)
+            self._flush_active(active, int(time.time() * 1000))
+            self._write_state(fd, active.state)
+            self._write_checkpoints(active.state)
+
+    def _write_checkpoints(self, state: LogState) -> None:
+        """Record this partition's recovery point and log start in the log directory's checkpoints."""
+        from pysparklog.storage.log_dir import update_log_dir_checkpoints
+
+        first_base = self._bases[0] if self._bases else state.active_base
+        update_log_dir_checkpoints(
+            self.checkpoint_dir, (self.topic, self.partition), state.recovery_point,
+            state.log_start_offset if state.log_start_offset > first_base else None,
+        )
+
+    # -- reconciling with the files -----------------------------------------------------------
+
+    def _sync_for_write(self, fd: int) -> _ActiveSegment:
+        """Bring this process's view of the active segment up to date; repair a torn tail."""
+        state = self._read_state(fd)
+        active = self._active
+        if state is not None and state.boot_id == BOOT_ID:
+            if active is None or active.state != state:
+                active = self._load_active(state)
+            size = active.segment.size()
+            if size > state.active_size:
+                active = self._recover_tail(fd, active)
+            elif size < state.active_size:
+                active = self._recover(fd, state.recovery_point)
+        else:
+            active = self._recover(fd, None if state is None else state.recovery_point)
+        self._active = active
+        return active
+
+    def _load_active(self, state: LogState) -> _ActiveSegment:
+        if not self._bases or self._bases[-1] != state.active_base:
+            self._list_segments()
+        segment = self.segment(state.active_base)
+        index = OffsetIndex.load(segment.index_path, segment.base_offset)
+        time_index = TimeIndex.load(segment.time_index_path, segment.base_offset)
+        first_ts = -1
+        if state.active_size > 0:
+            first = next(segment.chunks(0, state.active_size, max_bytes=4096, verify_crc=False), None)
+            if first is not None:
+                first_ts = int(first.entries.max_timestamps[0])
+        return _ActiveSegment(
+            state, segment, len(index), int(index.positions[-1]) if len(index) else 0, len(time_index),
+            time_index.last_entry[0], first_ts, int(os.path.getctime(segment.log_path) * 1000),
+        )
+
+    def _recover_tail(self, fd: int, active: _ActiveSegment) -> _ActiveSegment:
+        """A writer died after writing past the acknowledged size: keep what is valid, cut the rest."""
+        return self._recover(fd, active.state.recovery_point, only_active=True)
+
+    def _recover(self, fd: int, recovery_point: int | None, *, only_active: bool = False) -> _ActiveSegment:
+        """Kafka's log recovery (``LogLoader``) for this partition, under the write lock.
+
+        Every segment from the one holding the recovery point to the last is revalidated: indexes
+        are rebuilt, the first invalid batch and everything after it is truncated, and later
+        segments are deleted when one is truncated.
+        """
+        os.makedirs(self.directory, exist_ok=True)
+        self._remove_stray_files()
+        bases = self._list_segments()
+        if not bases:
+            self._create_segment(0)
+            bases = self._list_segments()
+        if recovery_point is None:
+            recovery_point = self._checkpointed_recovery_point()
+        first = len(bases) - 1 if only_active else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+        end_offset = bases[first]
+        build = None
+        for i in range(first, len(bases)):
+            segment = self.segment(bases[i])
+            size = segment.size()
+            build, valid = segment.rebuild_indexes(size, self.config.index_interval_bytes)
+            build.maybe_append_time_entry()
+            segment.write_indexes(build)
+            if build.offsets or valid:
+                end_offset = self._end_offset_of(segment, valid)
+            else:
+                end_offset = max(end_offset, segment.base_offset)
+            if valid < size:
+                os.truncate(segment.log_path, valid)
+                for later in bases[i + 1 :]:
+                    self._delete_segment_files(self.segment(later))
+                bases = bases[: i + 1]
+                self._bases = bases
+                break
+        segment = self.segment(bases[-1])
+        assert build is not None
+        size = segment.size()
+        now = int(time.time() * 1000)
+        log_start = self._checkpointed_log_start(bases[0])
+        state = LogState(
+            segment.base_offset, size, max(end_offset, segment.base_offset), build.max_timestamp,
+            build.offset_of_max_timestamp if build.max_timestamp >= 0 else segment.base_offset, log_start,
+            min(recovery_point, end_offset), now,
+        )
+        self._ensure_partition_files(bases[0])
+        self._write_state(fd, state)
+        return self._load_active(state)
+
+    def _checkpointed_recovery_point(self) -> int:
+        path = os.path.join(self.checkpoint_dir, checkpoints.RECOVERY_POINT_CHECKPOINT)
+        try:
+            return checkpoints.read_offset_checkpoint(path).get((self.topic, self.partition), 0)
+        except CorruptRecordError:
+            return 0
+
+    def _remove_stray_files(self) -> None:
+        """Startup clean-up as ``LogLoader`` does it: leftover temporary files and orphan indexes."""
+        for name in os.listdir(self.directory):
+            path = os.path.join(self.directory, name)
+            if name.endswith(".deleted") or ".tmp." in name:
+                os.remove(path)
+            elif name.endswith((".index", ".timeindex", ".txnindex")):
+                stem = name.rsplit(".", 1)[0]
+                if not os.path.exists(os.path.join(self.directory, stem + LOG_SUFFIX)):
+                    os.remove(path)
+
+    def _delete_segment_files(self, segment: LogSegment) -> None:
+        for path in (segment.log_path, segment.index_path, segment.time_index_path):
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+        self._segments.pop(segment.base_offset, None)
+
+    def _ensure_partition_files(self, first_base: int) -> None:
+        """``leader-epoch-checkpoint`` and ``partition.metadata``, as a broker leaves them."""
+        epoch_path = os.path.join(self.directory, checkpoints.LEADER_EPOCH_CHECKPOINT)
+        if not os.path.exists(epoch_path):
+            checkpoints.write_leader_epoch_checkpoint(epoch_path, [(PARTITION_LEADER_EPOCH, first_base)])
+        metadata_path = os.path.join(self.directory, checkpoints.PARTITION_METADATA)
+        if not os.path.exists(metadata_path):
+            checkpoints.write_partition_metadata(metadata_path, self._topic_id())
+
+    def _topic_id(self) -> str:
+        """The topic's id: shared with its other partitions, new for a new topic."""
+        parent = os.path.dirname(self.directory)
+        prefix = f"{self.topic}-"
+        for name in sorted(os.listdir(parent)):
+            if name.startswith(prefix) and name[len(prefix) :].isdigit() and name != os.path.basename(self.directory):
+                topic_id = checkpoints.read_partition_metadata(os.path.join(parent, name, checkpoints.PARTITION_METADATA))
+                if topic_id is not None:
+                    return topic_id
+        return checkpoints.new_topic_id()
+
+    @property
+    def topic_id(self) -> str | None:
+        return checkpoints.read_partition_metadata(os.path.join(self.directory, checkpoints.PARTITION_METADATA))
+
+    def recover(self) -> None:
+        """Run Kafka's recovery now: revalidate from the recovery point, rebuild indexes, cut torn tails."""
+        os.makedirs(self.directory, exist_ok=True)
+        with self._write_mutex, self._lock.exclusive() as fd:
+            state = self._read_state(fd)
+            self._active = self._recover(fd, None if state is None else state.recovery_point)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

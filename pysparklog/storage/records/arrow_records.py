@@ -1,0 +1,556 @@
+"""Arrow in, Arrow out: record batches on disk to ``pyarrow.RecordBatch`` and back.
+
+The columns are those of Spark's Kafka source (key, value, topic, partition, offset, timestamp,
+timestampType, and headers on request), so the Spark adapter only renames nothing and casts the
+timestamp unit. Decoding and encoding run in ``kernels``; Python works per batch, never per record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import crc32c as _crc32c
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pysparklog.errors import CorruptRecordError, InvalidConfigError
+from pysparklog.storage.records import kernels as k
+from pysparklog.storage.records.codecs import Codec, compress, decompress
+from pysparklog.storage.records.default_records import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CRC_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    TimestampType,
+)
+from pysparklog.storage.records.legacy_records import read_legacy_entry
+from pysparklog.storage.records.memory_records import EntryTable, iter_runs
+
+HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]))
+TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+
+_BASE_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", TIMESTAMP_TYPE),
+    pa.field("timestampType", pa.int32()),
+]
+RECORD_SCHEMA = pa.schema(_BASE_FIELDS)
+RECORD_SCHEMA_WITH_HEADERS = pa.schema([*_BASE_FIELDS, pa.field("headers", HEADER_TYPE)])
+
+# The smallest v2 record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength,
+# headerCount, one byte each. Bounds a batch's claimed record count before anything is allocated.
+_MIN_RECORD_SIZE = 7
+
+_DECODE_ERRORS = {
+    k.ERR_VARINT: "a varint runs past its record or is longer than 10 bytes",
+    k.ERR_RECORD_LENGTH: "a record length is negative or runs past the end of its batch",
+    k.ERR_FIELD_LENGTH: "a key, value or header length is invalid or runs past the end of its record",
+    k.ERR_COUNT: "the batch holds fewer records than its header's recordsCount",
+    k.ERR_TRAILING: "bytes are left after the last record the batch header counts",
+    k.ERR_RECORD_SIZE: "a record's fields do not add up to its length",
+}
+
+
+def record_schema(include_headers: bool) -> pa.Schema:
+    return RECORD_SCHEMA_WITH_HEADERS if include_headers else RECORD_SCHEMA
+
+
+def _bitmap(valid: np.ndarray) -> pa.Buffer | None:
+    if valid.all():
+        return None
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _binary(offsets: np.ndarray, valid: np.ndarray, data: np.ndarray, n: int, typ: pa.DataType) -> pa.Array:
+    return pa.Array.from_buffers(typ, n, [_bitmap(valid[:n]), pa.py_buffer(offsets[: n + 1]), pa.py_buffer(data)])
+
+
+def constant_string(value: str, n: int) -> pa.Array:
+    """A string column holding ``value`` n times, built without a Python list."""
+    raw = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+@dataclass(frozen=True, slots=True)
+class _Sections:
+    """Uncompressed record sections the kernel decodes, one per batch."""
+
+    buf: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    entry_index: np.ndarray  # which entry each section came from, for error positions
+
+
+def _record_sections(buf: np.ndarray, entries: EntryTable, file: str | None, base_position: int) -> _Sections:
+    positions = entries.positions
+    start = positions + RECORD_BATCH_OVERHEAD
+    end = positions + entries.sizes
+    codecs = entries.codecs
+    compressed = np.flatnonzero(codecs != Codec.NONE)
+    index = np.arange(len(entries))
+    if len(compressed) == 0:
+        return _Sections(buf, start, end, index)
+    # Decompress each compressed batch and lay every section end to end in one new buffer.
+    pieces: list[np.ndarray | bytes] = []
+    new_start = np.empty(len(entries), dtype=np.int64)
+    cursor = 0
+    view = memoryview(buf)
+    compressed_set = set(compressed.tolist())
+    for i, (a, b) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
+        if i in compressed_set:
+            codec = Codec.from_attributes(int(codecs[i]), file=file, position=base_position + int(positions[i]))
+            piece: np.ndarray | bytes = decompress(
+                codec, view[a:b], file=file, position=base_position + int(positions[i])
+            )
+        else:
+            piece = buf[a:b]
+        pieces.append(piece)
+        new_start[i] = cursor
+        cursor += len(piece)
+    joined = np.frombuffer(b"".join(p.tobytes() if isinstance(p, np.ndarray) else p for p in pieces), np.uint8)
+    new_end = np.append(new_start[1:], cursor)
+    return _Sections(joined, new_start, new_end, index)
+
+
+def _decode_v2(
+    buf: np.ndarray,
+    entries: EntryTable,
+    *,
+    topic: str,
+    partition: int,
+    include_headers: bool,
+    file: str | None,
+    base_position: int,
+) -> pa.RecordBatch:
+    sections = _record_sections(buf, entries, file, base_position)
+    counts = entries.column(k.E_RECORDS_COUNT)
+    section_bytes = sections.end - sections.start
+    bad = (counts < 0) | (counts * _MIN_RECORD_SIZE > section_bytes)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise CorruptRecordError(
+            f"recordsCount {int(counts[i])} cannot fit in {int(section_bytes[i])} bytes of records",
+            file=file,
+            position=base_position + int(entries.positions[i]),
+        )
+    n = int(counts.sum())
+    data_bytes = int(section_bytes.sum())
+    offsets = np.empty(n, dtype=np.int64)
+    timestamps = np.empty(n, dtype=np.int64)
+    key_offsets = np.empty(n + 1, dtype=np.int32)
+    key_valid = np.empty(n, dtype=np.uint8)
+    key_data = np.empty(data_bytes, dtype=np.uint8)
+    value_offsets = np.empty(n + 1, dtype=np.int32)
+    value_valid = np.empty(n, dtype=np.uint8)
+    value_data = np.empty(data_bytes, dtype=np.uint8)
+    if include_headers:
+        n_headers, header_bytes = k.count_headers(sections.buf, sections.start, sections.end, counts)
+        n_headers = max(n_headers, 0)  # malformed sections are reported by the decoder itself
+    else:
+        n_headers, header_bytes = 0, 0
+    header_list_offsets = np.empty(n + 1 if include_headers else 1, dtype=np.int32)
+    header_key_offsets = np.empty(n_headers + 1, dtype=np.int32)
+    header_key_data = np.empty(header_bytes, dtype=np.uint8)
+    header_value_offsets = np.empty(n_headers + 1, dtype=np.int32)
+    header_value_valid = np.empty(n_headers, dtype=np.uint8)
+    header_value_data = np.empty(header_bytes, dtype=np.uint8)
+    decoded, error, section, position = k.decode_v2_records(
+        sections.buf,
+        sections.start,
+        sections.end,
+        counts,
+        entries.base_offsets,
+        entries.column(k.E_BASE_TIMESTAMP),
+        entries.max_timestamps,
+        entries.log_append_time,
+        offsets,
+        timestamps,
+        key_offsets,
+        key_valid,
+        key_data,
+        value_offsets,
+        value_valid,
+        value_data,
+        include_headers,
+        header_list_offsets,
+        header_key_offsets,
+        header_key_data,
+        header_value_offsets,
+        header_value_valid,
+        header_value_data,
+    )
+    if error != k.OK:
+        entry_pos = base_position + int(entries.positions[section])
+        where = (
+            f"byte {position - int(sections.start[section])} of its records"
+            if sections.buf is not buf
+            else f"file position {base_position + position}"
+        )
+        raise CorruptRecordError(
+            f"{_DECODE_ERRORS[error]} (batch at offset {int(entries.base_offsets[section])}, {where})",
+            file=file,
+            position=entry_pos,
+        )
+    ts_type = np.where(entries.log_append_time, TimestampType.LOG_APPEND_TIME, TimestampType.CREATE_TIME)
+    columns = [
+        _binary(key_offsets, key_valid, key_data[: key_offsets[n]], n, pa.binary()),
+        _binary(value_offsets, value_valid, value_data[: value_offsets[n]], n, pa.binary()),
+        constant_string(topic, n),
+        pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.array(offsets),
+        pa.array(timestamps).view(TIMESTAMP_TYPE) if n else pa.array([], TIMESTAMP_TYPE),
+        pa.array(np.repeat(ts_type.astype(np.int32), counts)),
+    ]
+    if include_headers:
+        header_keys = _binary(
+            header_key_offsets, np.ones(n_headers, np.uint8), header_key_data[: header_key_offsets[n_headers]],
+            n_headers, pa.string(),
+        )
+        header_values = _binary(
+            header_value_offsets, header_value_valid, header_value_data[: header_value_offsets[n_headers]],
+            n_headers, pa.binary(),
+        )
+        structs = pa.StructArray.from_arrays([header_keys, header_values], fields=list(HEADER_TYPE.value_type))
+        has_headers = np.diff(header_list_offsets) > 0
+        columns.append(
+            pa.Array.from_buffers(
+                HEADER_TYPE, n, [_bitmap(has_headers), pa.py_buffer(header_list_offsets)], children=[structs]
+            )
+        )
+    return pa.RecordBatch.from_arrays(columns, schema=record_schema(include_headers))
+
+
+def _decode_legacy(
+    buf: np.ndarray,
+    entries: EntryTable,
+    *,
+    topic: str,
+    partition: int,
+    include_headers: bool,
+    file: str | None,
+    base_position: int,
+) -> pa.RecordBatch:
+    """Legacy messages are decoded per message: they exist only in segments written by old brokers."""
+    view = memoryview(buf)
+    records = [
+        record
+        for pos in entries.positions.tolist()
+        for record in read_legacy_entry(view, pos, file=file, verify_crc=False, base_position=base_position).records
+    ]
+    n = len(records)
+    columns = [
+        pa.array([r.key for r in records], pa.binary()),
+        pa.array([r.value for r in records], pa.binary()),
+        constant_string(topic, n),
+        pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.array([r.offset for r in records], pa.int64()),
+        pa.array([r.timestamp if r.timestamp >= 0 else None for r in records], pa.int64()).cast(TIMESTAMP_TYPE),
+        pa.array([int(r.timestamp_type) for r in records], pa.int32()),
+    ]
+    if include_headers:
+        columns.append(pa.nulls(n, HEADER_TYPE))
+    return pa.RecordBatch.from_arrays(columns, schema=record_schema(include_headers))
+
+
+def decode_entries(
+    buf: np.ndarray,
+    entries: EntryTable,
+    *,
+    topic: str,
+    partition: int,
+    include_headers: bool = False,
+    file: str | None = None,
+    base_position: int = 0,
+) -> Iterator[pa.RecordBatch]:
+    """Decode data entries into Arrow record batches, in log order.
+
+    Control batches must already be filtered out by the caller (they are not user records).
+    Checksums are the caller's to verify first (``memory_records.verify_crcs``).
+    """
+    for a, b, is_v2 in iter_runs(entries.magics):
+        run = entries.select(slice(a, b))
+        decode = _decode_v2 if is_v2 else _decode_legacy
+        batch = decode(
+            buf,
+            run,
+            topic=topic,
+            partition=partition,
+            include_headers=include_headers,
+            file=file,
+            base_position=base_position,
+        )
+        if batch.num_rows:
+            yield batch
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBatches:
+    """Complete v2 batches laid end to end, ready to append.
+
+    Attributes:
+        data: The batches' bytes (base offsets 0: the log assigns offsets on append).
+        positions: Start of each batch in ``data``.
+        sizes: Size of each batch.
+        record_counts: Records in each batch.
+    """
+
+    data: np.ndarray
+    positions: np.ndarray
+    sizes: np.ndarray
+    record_counts: np.ndarray
+
+    @property
+    def num_records(self) -> int:
+        return int(self.record_counts.sum())
+
+    @property
+    def num_batches(self) -> int:
+        return len(self.positions)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """Arrow columns reduced to the buffers the encoder kernel takes."""
+
+    key_offsets: np.ndarray
+    key_valid: np.ndarray
+    key_data: np.ndarray
+    value_offsets: np.ndarray
+    value_valid: np.ndarray
+    value_data: np.ndarray
+    timestamps: np.ndarray
+    has_headers: bool
+    header_list_offsets: np.ndarray
+    header_key_offsets: np.ndarray
+    header_key_data: np.ndarray
+    header_value_offsets: np.ndarray
+    header_value_valid: np.ndarray
+    header_value_data: np.ndarray
+
+
+_BINARY_TYPES = (pa.binary(), pa.string(), pa.large_binary(), pa.large_string())
+
+
+def _binary_buffers(arr: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, validity bytes, data) of a binary or string column, without copying the data."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.type not in _BINARY_TYPES:
+        raise InvalidConfigError(
+            f"column {name!r} has type {arr.type}; accepted types are binary, string, large_binary, large_string"
+        )
+    offset_type = np.int64 if arr.type in (pa.large_binary(), pa.large_string()) else np.int32
+    buffers = arr.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=offset_type)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.empty(0, np.uint8)
+    if arr.null_count == 0:
+        valid = np.ones(len(arr), dtype=np.uint8)
+    else:
+        valid = np.asarray(arr.is_valid()).astype(np.uint8)
+    return offsets, valid, data
+
+
+def _timestamps_ms(column: pa.Array | None, n: int, now_ms: int) -> np.ndarray:
+    if column is None:
+        return np.full(n, now_ms, dtype=np.int64)
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_timestamp(column.type):
+        column = pc.cast(column, pa.timestamp("ms", tz=column.type.tz), safe=False).view(pa.int64())
+    elif pa.types.is_integer(column.type):
+        column = column.cast(pa.int64())
+    else:
+        raise InvalidConfigError(
+            f"column 'timestamp' has type {column.type}; accepted types are timestamp (any unit) and "
+            "integers holding milliseconds since the epoch"
+        )
+    return np.asarray(column.fill_null(now_ms), dtype=np.int64)
+
+
+def _columns(batch: pa.RecordBatch, now_ms: int) -> _Columns:
+    names = batch.schema.names
+    n = batch.num_rows
+    if "value" not in names:
+        raise InvalidConfigError(f"a 'value' column is required; the columns given are {names}")
+    value_offsets, value_valid, value_data = _binary_buffers(batch.column("value"), "value")
+    if "key" in names:
+        key_offsets, key_valid, key_data = _binary_buffers(batch.column("key"), "key")
+    else:
+        key_offsets, key_valid, key_data = np.zeros(n + 1, np.int32), np.zeros(n, np.uint8), np.empty(0, np.uint8)
+    timestamps = _timestamps_ms(batch.column("timestamp") if "timestamp" in names else None, n, now_ms)
+    empty32 = np.zeros(1, np.int32)
+    empty8 = np.empty(0, np.uint8)
+    if "headers" not in names or batch.column("headers").null_count == n:
+        return _Columns(
+            key_offsets, key_valid, key_data, value_offsets, value_valid, value_data, timestamps,
+            False, empty32, empty32, empty8, empty32, empty8, empty8,
+        )
+    headers = batch.column("headers")
+    if not (pa.types.is_list(headers.type) and pa.types.is_struct(headers.type.value_type)):
+        raise InvalidConfigError(
+            f"column 'headers' has type {headers.type}; accepted type is array<struct<key:string,value:binary>>"
+        )
+    # Nulls become empty lists; flatten() then honours the list array's own offset.
+    list_offsets = np.asarray(pc.list_value_length(headers).fill_null(0), dtype=np.int32)
+    header_list_offsets = np.concatenate(([0], np.cumsum(list_offsets, dtype=np.int32))).astype(np.int32)
+    entries = headers.flatten()
+    hk_offsets, _hk_valid, hk_data = _binary_buffers(entries.field("key"), "headers.key")
+    hv_offsets, hv_valid, hv_data = _binary_buffers(entries.field("value"), "headers.value")
+    return _Columns(
+        key_offsets, key_valid, key_data, value_offsets, value_valid, value_data, timestamps,
+        True, header_list_offsets, hk_offsets, hk_data, hv_offsets, hv_valid, hv_data,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSettings:
+    """How the encoder groups and marks records.
+
+    Attributes:
+        codec: Compression of each batch's records.
+        max_batch_bytes: A batch closes before the record that would take it past this (Kafka's
+            ``batch.size``; a single larger record still gets a batch).
+        max_batch_records: At most this many records per batch.
+        timestamp_type: CreateTime keeps the given timestamps; LogAppendTime marks the batch so
+            the log stamps it on append.
+        producer_id: Idempotent producer id, or -1.
+        producer_epoch: Its epoch, or -1.
+        base_sequence: Sequence of the first record, or -1; later batches continue from it.
+        transactional: Mark the batches as part of a transaction.
+    """
+
+    codec: Codec = Codec.NONE
+    max_batch_bytes: int = 1024 * 1024
+    max_batch_records: int = 1 << 20
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+    transactional: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_batch_bytes < RECORD_BATCH_OVERHEAD:
+            raise InvalidConfigError(
+                f"max_batch_bytes is {self.max_batch_bytes}; it must be at least {RECORD_BATCH_OVERHEAD}"
+            )
+        if not 1 <= self.max_batch_records <= 2**31 - 1:
+            raise InvalidConfigError(f"max_batch_records is {self.max_batch_records}; accepted: 1 to 2147483647")
+        if self.transactional and self.producer_id < 0:
+            raise InvalidConfigError("a transactional batch needs a producer id >= 0")
+
+    @property
+    def attributes(self) -> int:
+        attributes = int(self.codec)
+        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            attributes |= TIMESTAMP_TYPE_MASK
+        if self.transactional:
+            attributes |= TRANSACTIONAL_FLAG_MASK
+        return attributes
+
+
+_ENCODE_CHUNK_BYTES = 16 * 1024 * 1024
+_PER_RECORD_OVERHEAD = 36  # the largest varints a record can carry besides its data
+
+
+def _finish(out: np.ndarray, table: np.ndarray, used: int, codec: Codec) -> EncodedBatches:
+    """Compress (when asked) and checksum the batches the kernel wrote."""
+    positions, sizes, counts = table[:, 0].copy(), table[:, 1].copy(), table[:, 3].copy()
+    if codec != Codec.NONE:
+        pieces = []
+        cursor = 0
+        for i, (pos, size) in enumerate(zip(positions.tolist(), sizes.tolist(), strict=True)):
+            header = bytearray(out[pos : pos + RECORD_BATCH_OVERHEAD].tobytes())
+            body = compress(codec, memoryview(out)[pos + RECORD_BATCH_OVERHEAD : pos + size])
+            new_size = RECORD_BATCH_OVERHEAD + len(body)
+            header[LENGTH_OFFSET : LENGTH_OFFSET + 4] = (new_size - LOG_OVERHEAD).to_bytes(4, "big")
+            pieces += [header, body]
+            positions[i] = cursor
+            sizes[i] = new_size
+            cursor += new_size
+        out = np.frombuffer(bytearray(b"".join(pieces)), dtype=np.uint8)
+        used = cursor
+    else:
+        out = out[:used]
+    view = memoryview(out)
+    for pos, size in zip(positions.tolist(), sizes.tolist(), strict=True):
+        crc = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
+        view[pos + CRC_OFFSET : pos + CRC_OFFSET + 4] = crc.to_bytes(4, "big")
+    return EncodedBatches(out, positions, sizes, counts)
+
+
+def encode_arrow(
+    data: pa.Table | pa.RecordBatch,
+    settings: BatchSettings | None = None,
+    *,
+    now_ms: int | None = None,
+) -> Iterator[EncodedBatches]:
+    """Encode Arrow rows as v2 record batches.
+
+    Columns: ``value`` (binary or string, required), ``key``, ``timestamp`` (timestamp or int64
+    milliseconds; null means now), ``headers`` (list of struct<key: string, value: binary>).
+    Other columns are ignored. Output comes in chunks of about 16 MiB so memory stays bounded.
+
+    Raises:
+        InvalidConfigError: A column is missing or has a type the encoder does not accept.
+    """
+    settings = settings or BatchSettings()
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    attributes = settings.attributes & ~COMPRESSION_CODEC_MASK
+    attributes |= int(settings.codec)
+    sequence = settings.base_sequence
+    batches = data.to_batches() if isinstance(data, pa.Table) else [data]
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        cols = _columns(batch, now)
+        row, end_row = 0, batch.num_rows
+        while row < end_row:
+            remaining = end_row - row
+            data_bytes = (
+                int(cols.key_offsets[end_row] - cols.key_offsets[row])
+                + int(cols.value_offsets[end_row] - cols.value_offsets[row])
+                + (len(cols.header_key_data) + len(cols.header_value_data) if cols.has_headers else 0)
+            )
+            estimate = data_bytes + remaining * _PER_RECORD_OVERHEAD + RECORD_BATCH_OVERHEAD
+            capacity = max(min(estimate, _ENCODE_CHUNK_BYTES), settings.max_batch_bytes + RECORD_BATCH_OVERHEAD)
+            while True:
+                out = np.empty(capacity, dtype=np.uint8)
+                table = np.empty((max(capacity // 512, 16), 4), dtype=np.int64)
+                next_row, n_batches, used = k.encode_v2_batches(
+                    cols.key_offsets, cols.key_valid, cols.key_data,
+                    cols.value_offsets, cols.value_valid, cols.value_data, cols.timestamps,
+                    cols.has_headers, cols.header_list_offsets, cols.header_key_offsets, cols.header_key_data,
+                    cols.header_value_offsets, cols.header_value_valid, cols.header_value_data,
+                    row, end_row, settings.max_batch_bytes, settings.max_batch_records, attributes,
+                    settings.producer_id, settings.producer_epoch, sequence, out, table,
+                )
+                if n_batches:
+                    break
+                capacity *= 2  # one record larger than the buffer: make room for it
+            encoded = _finish(out, table[:n_batches], used, settings.codec)
+            if sequence >= 0:
+                sequence = (sequence + encoded.num_records) % 2**31
+            row = next_row
+            yield encoded

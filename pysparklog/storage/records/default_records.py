@@ -1,0 +1,265 @@
+"""Kafka RecordBatch, magic 2 (``DefaultRecordBatch`` in Kafka's clients).
+
+Wire schema of one batch, all integers big-endian::
+
+    RecordBatch =>
+      0  baseOffset            int64
+      8  batchLength           int32   bytes after this field (size - 12)
+      12 partitionLeaderEpoch  int32
+      16 magic                 int8    = 2
+      17 crc                   uint32  CRC-32C of bytes [21, end)
+      21 attributes            int16   bit 0-2 codec, 3 timestamp type, 4 transactional,
+                                       5 control, 6 delete horizon present
+      23 lastOffsetDelta       int32
+      27 baseTimestamp         int64   (the delete horizon when bit 6 is set)
+      35 maxTimestamp          int64
+      43 producerId            int64   -1 without a producer
+      51 producerEpoch         int16
+      53 baseSequence          int32
+      57 recordsCount          int32
+      61 records               [Record], compressed as one block when codec != 0
+
+    Record =>
+      length          varint   size of what follows
+      attributes      int8     unused, 0
+      timestampDelta  varlong
+      offsetDelta     varint
+      keyLength       varint   -1 for a null key
+      key             bytes
+      valueLength     varint   -1 for a null value
+      value           bytes
+      headerCount     varint
+      headers         [headerKeyLength varint, headerKey utf-8, headerValueLength varint (-1 null), headerValue]
+
+A legacy message (magic 0 or 1) shares the first 17 bytes' meaning (offset, size, then magic at
+byte 16), so one walker finds the entries of a file whatever their magic.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+import crc32c as _crc32c
+
+from pysparklog.errors import CorruptRecordError
+from pysparklog.storage.records.codecs import Codec
+
+MAGIC_V2 = 2
+
+# Byte offsets of the header fields.
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORDS_COUNT_OFFSET = 57
+RECORDS_OFFSET = 61
+RECORD_BATCH_OVERHEAD = RECORDS_OFFSET
+
+LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted by batchLength
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
+# Kafka refuses an entry whose size field is below the smallest legacy message (FileLogInputStream).
+MIN_ENTRY_SIZE_FIELD = 14
+
+# Attribute bits.
+
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+# Everything from the partition leader epoch to the records count, after baseOffset and length.
+_HEADER_STRUCT = struct.Struct(
+    ">q"  # baseOffset
+    "i"  # batchLength
+    "i"  # partitionLeaderEpoch
+    "b"  # magic
+    "I"  # crc
+    "h"  # attributes
+    "i"  # lastOffsetDelta
+    "q"  # baseTimestamp
+    "q"  # maxTimestamp
+    "q"  # producerId
+    "h"  # producerEpoch
+    "i"  # baseSequence
+    "i"  # recordsCount
+)
+assert _HEADER_STRUCT.size == RECORD_BATCH_OVERHEAD
+
+
+class TimestampType(enum.IntEnum):
+    """Kafka's ``TimestampType``; the ids are those Spark's Kafka source puts in ``timestampType``."""
+
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @property
+    def kafka_name(self) -> str:
+        return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[int(self)]
+
+
+class ControlRecordType(enum.IntEnum):
+    """The ``type`` field of a control record's key (``ControlRecordType.java``)."""
+
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+    UNKNOWN = -1
+
+
+# Control record key: version int16 (0), type int16. End-transaction marker value: version int16 (0),
+# coordinatorEpoch int32.
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_MARKER_VALUE = struct.Struct(">hi")
+CONTROL_RECORD_KEY_VERSION = 0
+END_TXN_MARKER_VERSION = 0
+
+
+def control_record_type(key: bytes | None) -> ControlRecordType:
+    """The type of a control record from its key; UNKNOWN for a key Kafka would not recognise."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return ControlRecordType.UNKNOWN
+    _version, type_id = _CONTROL_KEY.unpack_from(key)
+    try:
+        return ControlRecordType(type_id)
+    except ValueError:
+        return ControlRecordType.UNKNOWN
+
+
+def end_txn_marker(marker: ControlRecordType, coordinator_epoch: int) -> tuple[bytes, bytes]:
+    """Key and value of a COMMIT or ABORT control record (``EndTransactionMarker``)."""
+    if marker not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        raise ValueError(f"an end-transaction marker is COMMIT or ABORT, not {marker.name}")
+    return (
+        _CONTROL_KEY.pack(CONTROL_RECORD_KEY_VERSION, int(marker)),
+        _END_TXN_MARKER_VALUE.pack(END_TXN_MARKER_VERSION, coordinator_epoch),
+    )
+
+
+def parse_end_txn_marker_value(value: bytes | None) -> int:
+    """The coordinator epoch of an end-transaction marker's value."""
+    if value is None or len(value) < _END_TXN_MARKER_VALUE.size:
+        raise CorruptRecordError(
+            f"end-transaction marker value of {0 if value is None else len(value)} bytes, expected at least "
+            f"{_END_TXN_MARKER_VALUE.size}"
+        )
+    return int(_END_TXN_MARKER_VALUE.unpack_from(value)[1])
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The fixed 61-byte header of a v2 record batch, as stored."""
+
+    base_offset: int
+    length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @classmethod
+    def parse(cls, buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
+        return cls(*_HEADER_STRUCT.unpack_from(buf, position))
+
+    def pack_into(self, buf: bytearray | memoryview, position: int = 0) -> None:
+        _HEADER_STRUCT.pack_into(
+            buf,
+            position,
+            self.base_offset,
+            self.length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.records_count,
+        )
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def codec(self) -> Codec:
+        return Codec.from_attributes(self.attributes)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType.LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int:
+        """The tombstone delete horizon a cleaned batch carries, else -1."""
+        return self.base_timestamp if self.has_delete_horizon else NO_TIMESTAMP
+
+    @property
+    def last_sequence(self) -> int:
+        """Kafka's ``lastSequence``: wraps at Int.MAX like the Java client."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) % (2**31)
+
+
+def batch_crc(batch: bytes | bytearray | memoryview) -> int:
+    """CRC-32C over attributes..end, the checksum a v2 batch stores at byte 17."""
+    return int(_crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+
+
+def verify_batch_crc(batch: bytes | bytearray | memoryview, *, file: str | None = None, position: int = 0) -> None:
+    """Raise CorruptRecordError naming the file and position when a batch's stored CRC is wrong."""
+    stored = struct.unpack_from(">I", batch, CRC_OFFSET)[0]
+    computed = batch_crc(batch)
+    if stored != computed:
+        raise CorruptRecordError(
+            f"record batch CRC-32C mismatch: stored 0x{stored:08x}, computed 0x{computed:08x}",
+            file=file,
+            position=position,
+        )

@@ -1,0 +1,288 @@
+"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex``.
+
+A segment object holds no open files and reads its indexes on demand, so opening a partition with
+thousands of segments costs one directory listing. Positions past ``end`` (the acknowledged size
+the caller passes in) are never read: bytes a writer is still appending stay invisible.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pysparklog.errors import CorruptRecordError
+from pysparklog.storage.index import OffsetIndex, TimeIndex
+from pysparklog.storage.records import kernels as k
+from pysparklog.storage.records.arrow_records import decode_entries
+from pysparklog.storage.records.default_records import LOG_OVERHEAD
+from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, scan
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+OFFSET_DIGITS = 20
+READ_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def filename_prefix(offset: int) -> str:
+    """Kafka's file name for a base offset: 20 digits, zero-padded."""
+    return f"{offset:0{OFFSET_DIGITS}d}"
+
+
+def parse_segment_name(name: str, suffix: str = LOG_SUFFIX) -> int | None:
+    """The base offset of a ``<20 digits><suffix>`` file name, or None for any other name."""
+    if not name.endswith(suffix):
+        return None
+    stem = name[: -len(suffix)]
+    if len(stem) != OFFSET_DIGITS or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Complete entries read from a segment: ``buf`` starts at file position ``position``."""
+
+    buf: np.ndarray
+    position: int
+    entries: EntryTable
+
+
+@dataclass(slots=True)
+class IndexBuild:
+    """Index entries derived from a walk over a segment with Kafka's ``index.interval.bytes`` rule."""
+
+    base_offset: int
+    interval: int
+    offsets: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    time_stamps: list[int] = field(default_factory=list)
+    time_offsets: list[int] = field(default_factory=list)
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+    last_entry_position: int = 0
+
+    def add(self, position: int, last_offset: int, max_timestamp: int) -> None:
+        """Account for the entry at ``position`` exactly as ``LogSegment.append`` does per batch."""
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if position - self.last_entry_position > self.interval:
+            self.offsets.append(last_offset)
+            self.positions.append(position)
+            self.maybe_append_time_entry()
+            self.last_entry_position = position
+
+    def maybe_append_time_entry(self) -> None:
+        if self.max_timestamp > (self.time_stamps[-1] if self.time_stamps else -1):
+            self.time_stamps.append(self.max_timestamp)
+            self.time_offsets.append(self.offset_of_max_timestamp)
+
+
+class LogSegment:
+    """The files of one segment.
+
+    Args:
+        directory: The partition directory.
+        base_offset: The segment's base offset (its file name).
+    """
+
+    def __init__(self, directory: str, base_offset: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        prefix = os.path.join(directory, filename_prefix(base_offset))
+        self.log_path = prefix + LOG_SUFFIX
+        self.index_path = prefix + INDEX_SUFFIX
+        self.time_index_path = prefix + TIME_INDEX_SUFFIX
+        self._index_cache: tuple[tuple[int, int], OffsetIndex] | None = None
+        self._time_index_cache: tuple[tuple[int, int], TimeIndex] | None = None
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path!r})"
+
+    def size(self) -> int:
+        return os.path.getsize(self.log_path)
+
+    # -- indexes ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _stamp(path: str) -> tuple[int, int]:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return (-1, -1)
+        return (st.st_size, st.st_mtime_ns)
+
+    def offset_index(self) -> OffsetIndex:
+        stamp = self._stamp(self.index_path)
+        if self._index_cache is None or self._index_cache[0] != stamp:
+            self._index_cache = (stamp, OffsetIndex.load(self.index_path, self.base_offset))
+        return self._index_cache[1]
+
+    def time_index(self) -> TimeIndex:
+        stamp = self._stamp(self.time_index_path)
+        if self._time_index_cache is None or self._time_index_cache[0] != stamp:
+            self._time_index_cache = (stamp, TimeIndex.load(self.time_index_path, self.base_offset))
+        return self._time_index_cache[1]
+
+    def _usable_offset_index(self, end: int) -> OffsetIndex | None:
+        index = self.offset_index()
+        return index if index.is_consistent(end) else None
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read_bytes(self, position: int, size: int) -> np.ndarray:
+        with open(self.log_path, "rb", buffering=0) as f:
+            f.seek(position)
+            data = bytearray(size)
+            got = f.readinto(data)
+        return np.frombuffer(data, dtype=np.uint8)[: got or 0]
+
+    def chunks(
+        self, start: int, end: int, *, max_bytes: int = READ_CHUNK_BYTES, verify_crc: bool = True
+    ) -> Iterator[Chunk]:
+        """Complete entries from ``start`` up to ``end``, in chunks of about ``max_bytes``.
+
+        A chunk never splits an entry; an entry larger than ``max_bytes`` comes alone. Bytes at
+        ``end`` that do not form a whole entry are not returned (a torn or in-progress tail).
+
+        Raises:
+            CorruptRecordError: A checksum or size field is wrong (when ``verify_crc``), naming the
+                file and position.
+        """
+        pos = start
+        with open(self.log_path, "rb", buffering=0) as f:
+            while pos < end:
+                want = min(max_bytes, end - pos)
+                buf = np.empty(want, dtype=np.uint8)
+                f.seek(pos)
+                got = f.readinto(memoryview(buf)) or 0
+                buf = buf[:got]
+                entries = scan(buf, file=self.log_path, base_position=pos)
+                if len(entries) == 0:
+                    if got < LOG_OVERHEAD or want == end - pos:
+                        return  # the rest of the segment is an incomplete tail
+                    # One entry larger than the chunk: read exactly that entry.
+                    size = int.from_bytes(buf[8:12].tobytes(), "big", signed=True) + LOG_OVERHEAD
+                    max_bytes = max(max_bytes, size)
+                    continue
+                if verify_crc:
+                    bad = entry_crc_error(buf, entries)
+                    if bad >= 0:
+                        from pysparklog.storage.records.memory_records import verify_crcs
+
+                        verify_crcs(buf, entries.select(slice(bad, bad + 1)), file=self.log_path, base_position=pos)
+                yield Chunk(buf, pos, entries)
+                pos += entries.stop_position
+
+    def translate_offset(self, target: int, end: int) -> tuple[int, int] | None:
+        """(file position, last offset) of the first entry whose last offset is >= ``target``.
+
+        Looks up the sparse index, then scans forward, like ``LogSegment.translateOffset``.
+        Returns None when the segment holds no such entry below ``end``.
+        """
+        index = self._usable_offset_index(end)
+        _, position = index.lookup(target) if index is not None else (self.base_offset, 0)
+        for chunk in self.chunks(position, end, max_bytes=64 * 1024, verify_crc=False):
+            last = chunk.entries.last_offsets
+            i = int(np.searchsorted(last, target, side="left"))
+            if i < len(last):
+                return chunk.position + int(chunk.entries.positions[i]), int(last[i])
+        return None
+
+    def largest_timestamp(self, end: int) -> tuple[int, int]:
+        """(max timestamp, offset of the batch holding it) over the segment; (-1, base) when empty.
+
+        Starts from the last time-index entry and scans only the batches after it.
+        """
+        ts, offset = self.time_index().last_entry
+        index = self._usable_offset_index(end)
+        start = index.lookup(offset)[1] if index is not None and ts >= 0 else 0
+        best_ts, best_offset = (ts, offset) if ts >= 0 else (-1, self.base_offset)
+        for chunk in self.chunks(start, end, verify_crc=False):
+            max_ts = chunk.entries.max_timestamps
+            if len(max_ts) and int(max_ts.max()) > best_ts:
+                i = int(np.argmax(max_ts))
+                best_ts, best_offset = int(max_ts[i]), int(chunk.entries.last_offsets[i])
+        return best_ts, best_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int, end: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= target and offset >= ``start_offset``.
+
+        Kafka's algorithm: time index, then offset index, then the first batch whose max timestamp
+        reaches the target, then its records.
+        """
+        _, offset = self.time_index().lookup(timestamp)
+        index = self._usable_offset_index(end)
+        position = index.lookup(max(offset, start_offset))[1] if index is not None else 0
+        for chunk in self.chunks(position, end):
+            reaching = np.flatnonzero(chunk.entries.max_timestamps >= timestamp)
+            for i in reaching.tolist():
+                for batch in decode_entries(
+                    chunk.buf, chunk.entries.select(slice(i, i + 1)), topic="", partition=0, file=self.log_path,
+                    base_position=chunk.position,
+                ):
+                    offsets = batch.column("offset").to_numpy()
+                    stamps = batch.column("timestamp").cast("int64").to_numpy()
+                    hit = np.flatnonzero((stamps >= timestamp) & (offsets >= start_offset))
+                    if len(hit):
+                        return int(offsets[hit[0]]), int(stamps[hit[0]])
+        return None
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    def rebuild_indexes(self, end: int, interval: int) -> tuple[IndexBuild, int]:
+        """Walk the segment, validating every entry, and derive its index entries.
+
+        Follows ``LogSegment.recover``: stops at the first entry that is incomplete, has a wrong
+        checksum, or whose offsets do not fit the segment.
+
+        Returns:
+            (the derived index state, the number of valid bytes)
+        """
+        build = IndexBuild(self.base_offset, interval)
+        valid = 0
+        for chunk in self.chunks(0, end, verify_crc=False):
+            entries = chunk.entries
+            bad = entry_crc_error(chunk.buf, entries)
+            last = entries.last_offsets
+            out_of_range = np.flatnonzero(
+                (entries.base_offsets < self.base_offset) | (last - self.base_offset > 2**31 - 1)
+                | (entries.column(k.E_LAST_OFFSET_DELTA) < 0)
+            )
+            stop = min([len(entries)] + ([bad] if bad >= 0 else []) + out_of_range[:1].tolist())
+            rows = entries.rows[:stop, [k.E_POSITION, k.E_SIZE, k.E_MAX_TIMESTAMP]].tolist()
+            for (pos, size, max_ts), last_offset in zip(rows, last[:stop].tolist(), strict=True):
+                build.add(chunk.position + pos, last_offset, max_ts)
+                valid = chunk.position + pos + size
+            if stop < len(entries):
+                break
+        return build, valid
+
+    def write_indexes(self, build: IndexBuild) -> None:
+        """Replace both index files with the entries of ``build`` (atomically, for concurrent readers)."""
+        for path, data in (
+            (self.index_path, OffsetIndex.encode(self.base_offset, build.offsets, build.positions)),
+            (self.time_index_path, TimeIndex.encode(self.base_offset, build.time_stamps, build.time_offsets)),
+        ):
+            tmp = f"{path}.tmp.{os.getpid()}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+
+    def check_sanity(self) -> None:
+        """Kafka's index sanity checks; raises CorruptRecordError naming the index file."""
+        size = self.size()
+        for path, entry_size in ((self.index_path, 8), (self.time_index_path, 12)):
+            if os.path.exists(path) and os.path.getsize(path) % entry_size:
+                raise CorruptRecordError(
+                    f"index file size {os.path.getsize(path)} is not a multiple of {entry_size}", file=path
+                )
+        if not self.offset_index().is_consistent(size):
+            raise CorruptRecordError("offset index entries are not increasing or point past the log", file=self.index_path)
+        if not self.time_index().is_consistent():
+            raise CorruptRecordError("time index entries are not increasing", file=self.time_index_path)
