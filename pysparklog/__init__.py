@@ -1,1 +1,38 @@
-"""pysparklog: a broker-less, Kafka-byte-compatible partitioned log, with Spark as the runtime."""
+"""pysparklog: a broker-less, Kafka-byte-compatible partitioned log, with Spark as the runtime.
+
+The storage engine (``pysparklog.storage``) keeps topics as Kafka keeps them on disk; this module
+re-exports the small API most programs need.
+"""
+
+from pysparklog.errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidLogDirectoryError,
+    InvalidOffsetError,
+    OffsetOutOfRangeError,
+    PySparkLogError,
+    UnsupportedCodecError,
+)
+from pysparklog.storage.config import LogConfig
+from pysparklog.storage.log import AppendInfo, PartitionLog
+from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.records.arrow_records import BatchSettings
+from pysparklog.storage.records.codecs import Codec
+from pysparklog.storage.records.default_records import TimestampType
+
+__all__ = [
+    "AppendInfo",
+    "BatchSettings",
+    "Codec",
+    "CorruptRecordError",
+    "InvalidConfigError",
+    "InvalidLogDirectoryError",
+    "InvalidOffsetError",
+    "LogConfig",
+    "LogDirectory",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "PySparkLogError",
+    "TimestampType",
+    "UnsupportedCodecError",
+]

@@ -21,7 +21,6 @@ from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.codecs import Codec, compress, decompress
 from pysparklog.storage.records.default_records import (
     ATTRIBUTES_OFFSET,
-    COMPRESSION_CODEC_MASK,
     CRC_OFFSET,
     LENGTH_OFFSET,
     LOG_OVERHEAD,
@@ -517,8 +516,7 @@ def encode_arrow(
     """
     settings = settings or BatchSettings()
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    attributes = settings.attributes & ~COMPRESSION_CODEC_MASK
-    attributes |= int(settings.codec)
+    attributes = settings.attributes
     sequence = settings.base_sequence
     batches = data.to_batches() if isinstance(data, pa.Table) else [data]
     for batch in batches:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import crc32c as _crc32c
 
 from pysparklog.errors import CorruptRecordError
-from pysparklog.storage.records.codecs import Codec
+from pysparklog.storage.records.codecs import CODEC_MASK, Codec
 
 MAGIC_V2 = 2
 
@@ -72,6 +72,7 @@ MIN_ENTRY_SIZE_FIELD = 14
 
 # Attribute bits.
 
+COMPRESSION_CODEC_MASK = CODEC_MASK  # bits 0-2
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20

@@ -17,9 +17,9 @@ import numpy as np
 
 from pysparklog.errors import CorruptRecordError
 from pysparklog.storage.records import kernels as k
+from pysparklog.storage.records.codecs import CODEC_MASK
 from pysparklog.storage.records.default_records import (
     ATTRIBUTES_OFFSET,
-    COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     MAGIC_V2,
     MIN_ENTRY_SIZE_FIELD,
@@ -98,7 +98,7 @@ class EntryTable:
 
     @property
     def codecs(self) -> np.ndarray:
-        return self.attributes & COMPRESSION_CODEC_MASK
+        return self.attributes & CODEC_MASK
 
     @property
     def log_append_time(self) -> np.ndarray:

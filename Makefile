@@ -1,0 +1,38 @@
+# Everything a fresh machine needs: `make run` (the main job) and `make test` (the suite).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+# Executors run PYSPARK_PYTHON, not the driver's interpreter: point Spark at this environment.
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: setup run test test-fast bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: setup
+	$(PY) -m pysparklog.demo
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m 'not slow and not interop'
+
+bench: setup
+	$(PY) -m benchmarks
+
+lint: setup
+	$(VENV)/bin/ruff check pysparklog tests benchmarks
+	$(VENV)/bin/mypy pysparklog
+
+clean:
+	rm -rf $(VENV) .cache data
