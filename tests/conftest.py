@@ -1,0 +1,50 @@
+"""Shared test helpers: where the real broker fixtures live, and small table builders."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# Real broker-written segments, kept outside the project (../shared/fixtures) and never copied into it.
+BROKER_LOG_DIR = REPO.parent / "shared" / "fixtures" / "kafka-broker-logdir"
+
+
+@pytest.fixture
+def broker_log_dir() -> Path:
+    if not BROKER_LOG_DIR.is_dir():
+        pytest.fail(f"the broker fixture directory {BROKER_LOG_DIR} is missing")
+    return BROKER_LOG_DIR
+
+
+@pytest.fixture
+def broker_log_dir_copy(broker_log_dir: Path, tmp_path: Path) -> Path:
+    """A writable copy, for tests that recover or rebuild indexes."""
+    target = tmp_path / "broker-logdir"
+    shutil.copytree(broker_log_dir, target)
+    for path in target.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
+
+
+def keyed_table(n: int, *, start: int = 0, value_size: int = 100, ts_start: int = 1_700_000_000_000) -> pa.Table:
+    """``n`` rows with keys ``k<i>``, values of ``value_size`` bytes naming their row, increasing timestamps."""
+    rows = range(start, start + n)
+    return pa.table(
+        {
+            "key": pa.array([f"k{i}".encode() for i in rows], pa.binary()),
+            "value": pa.array([f"v{i}:".encode().ljust(value_size, b".") for i in rows], pa.binary()),
+            "timestamp": pa.array(np.arange(ts_start + start, ts_start + start + n), pa.int64()),
+        }
+    )
+
+
+def read_all(log: object, *args: object, **kwargs: object) -> pa.Table:
+    batches = list(log.read_arrow(*args, **kwargs))  # type: ignore[attr-defined]
+    if not batches:
+        return pa.table({"offset": pa.array([], pa.int64())})
+    return pa.Table.from_batches(batches)
