@@ -658,6 +658,10 @@ class PartitionLog:
         if recovery_point is None:
             recovery_point = self._checkpointed_recovery_point()
         first = len(bases) - 1 if only_active else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+        if not only_active:
+            # Below the recovery point only segments with a missing or broken index are recovered.
+            broken = [i for i in range(first) if not self.segment(bases[i]).indexes_intact()]
+            first = min([first, *broken])
         end_offset = bases[first]
         build = None
         for i in range(first, len(bases)):

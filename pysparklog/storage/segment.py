@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pysparklog.errors import CorruptRecordError
-from pysparklog.storage.index import OffsetIndex, TimeIndex
+from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.default_records import LOG_OVERHEAD
@@ -143,7 +143,7 @@ class LogSegment:
         return np.frombuffer(data, dtype=np.uint8)[: got or 0]
 
     def chunks(
-        self, start: int, end: int, *, max_bytes: int = READ_CHUNK_BYTES, verify_crc: bool = True
+        self, start: int, end: int, *, max_bytes: int = READ_CHUNK_BYTES, verify_crc: bool = True, strict: bool = True
     ) -> Iterator[Chunk]:
         """Complete entries from ``start`` up to ``end``, in chunks of about ``max_bytes``.
 
@@ -162,7 +162,9 @@ class LogSegment:
                 f.seek(pos)
                 got = f.readinto(memoryview(buf)) or 0
                 buf = buf[:got]
-                entries = scan(buf, file=self.log_path, base_position=pos)
+                entries = scan(buf, file=self.log_path, base_position=pos, strict=strict)
+                if entries.corrupt and len(entries) == 0:
+                    return  # non-strict: the walk ends at the first invalid entry
                 if len(entries) == 0:
                     if got < LOG_OVERHEAD or want == end - pos:
                         return  # the rest of the segment is an incomplete tail
@@ -177,6 +179,8 @@ class LogSegment:
 
                         verify_crcs(buf, entries.select(slice(bad, bad + 1)), file=self.log_path, base_position=pos)
                 yield Chunk(buf, pos, entries)
+                if entries.corrupt:
+                    return
                 pos += entries.stop_position
 
     def translate_offset(self, target: int, end: int) -> tuple[int, int] | None:
@@ -246,7 +250,7 @@ class LogSegment:
         """
         build = IndexBuild(self.base_offset, interval)
         valid = 0
-        for chunk in self.chunks(0, end, verify_crc=False):
+        for chunk in self.chunks(0, end, verify_crc=False, strict=False):
             entries = chunk.entries
             bad = entry_crc_error(chunk.buf, entries)
             last = entries.last_offsets
@@ -273,6 +277,13 @@ class LogSegment:
             with open(tmp, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)
+
+    def indexes_intact(self) -> bool:
+        """Both index files exist, hold whole entries and pass Kafka's sanity rules."""
+        for path, entry_size in ((self.index_path, OFFSET_INDEX_ENTRY_SIZE), (self.time_index_path, TIME_INDEX_ENTRY_SIZE)):
+            if not os.path.exists(path) or os.path.getsize(path) % entry_size:
+                return False
+        return self.offset_index().is_consistent(self.size()) and self.time_index().is_consistent()
 
     def check_sanity(self) -> None:
         """Kafka's index sanity checks; raises CorruptRecordError naming the index file."""

@@ -48,11 +48,13 @@ class EntryTable:
         rows: int64 array of shape (entries, ``kernels.ENTRY_FIELDS``).
         stop_position: Buffer position after the last complete entry.
         incomplete_tail: True when bytes after ``stop_position`` hold a partial entry.
+        corrupt: True when the entry at ``stop_position`` is invalid (non-strict scans only).
     """
 
     rows: np.ndarray
     stop_position: int
     incomplete_tail: bool
+    corrupt: bool = False
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
@@ -105,7 +107,7 @@ class EntryTable:
         return (self.attributes & TIMESTAMP_TYPE_MASK) != 0
 
     def select(self, mask_or_index: np.ndarray | slice) -> EntryTable:
-        return EntryTable(self.rows[mask_or_index], self.stop_position, self.incomplete_tail)
+        return EntryTable(self.rows[mask_or_index], self.stop_position, self.incomplete_tail, self.corrupt)
 
 
 def scan(
@@ -115,6 +117,7 @@ def scan(
     *,
     file: str | None = None,
     base_position: int = 0,
+    strict: bool = True,
 ) -> EntryTable:
     """Find the complete entries in ``buf[start:end]``.
 
@@ -124,15 +127,18 @@ def scan(
         end: End of the bytes to walk (default: the whole buffer).
         file: File name for error messages.
         base_position: File position of ``buf[0]``, so errors name positions in the file.
+        strict: Raise on a corrupt entry; otherwise stop before it and mark the table ``corrupt``
+            (what recovery needs: everything before the first invalid entry).
 
     Raises:
-        CorruptRecordError: An entry's size field is smaller than Kafka's minimum, or a v2 batch is
-            shorter than its own header.
+        CorruptRecordError: In strict mode, an entry's size field is smaller than Kafka's minimum,
+            its magic is unknown, or a v2 batch is shorter than its own header.
     """
     stop = len(buf) if end is None else end
     tables = []
     pos = start
     rows = _INITIAL_TABLE_ROWS
+    problem: tuple[int, str] | None = None  # (buffer position, what is wrong)
     while True:
         table = np.empty((rows, k.ENTRY_FIELDS), dtype=np.int64)
         n, pos, reason = k.scan_entries(buf, pos, stop, table)
@@ -142,30 +148,25 @@ def scan(
             continue
         if reason == k.STOP_BAD_SIZE:
             size = int.from_bytes(bytes(buf[pos + 8 : pos + 12]), "big", signed=True)
-            raise CorruptRecordError(
-                f"entry size {size} is smaller than the minimum record overhead ({MIN_ENTRY_SIZE_FIELD})",
-                file=file,
-                position=base_position + pos,
-            )
+            problem = (pos, f"entry size {size} is smaller than the minimum record overhead ({MIN_ENTRY_SIZE_FIELD})")
         break
-    result = EntryTable(np.concatenate(tables) if len(tables) > 1 else tables[0], pos, reason == k.STOP_INCOMPLETE)
-    short = (result.magics >= MAGIC_V2) & (result.sizes < RECORD_BATCH_OVERHEAD)
-    if short.any():
-        i = int(np.argmax(short))
-        raise CorruptRecordError(
-            f"record batch of {int(result.sizes[i])} bytes is shorter than the v2 header ({RECORD_BATCH_OVERHEAD})",
-            file=file,
-            position=base_position + int(result.positions[i]),
+    rows_found = np.concatenate(tables) if len(tables) > 1 else tables[0]
+    magics, sizes = rows_found[:, k.E_MAGIC], rows_found[:, k.E_SIZE]
+    short = np.flatnonzero((magics >= MAGIC_V2) & (sizes < RECORD_BATCH_OVERHEAD))[:1]
+    bad_magic = np.flatnonzero(magics > MAGIC_V2)[:1]
+    for i in sorted([*short.tolist(), *bad_magic.tolist()])[:1]:
+        what = (
+            f"unknown magic value {int(magics[i])}, expected 0, 1 or 2"
+            if magics[i] > MAGIC_V2
+            else f"record batch of {int(sizes[i])} bytes is shorter than the v2 header ({RECORD_BATCH_OVERHEAD})"
         )
-    bad_magic = result.magics > MAGIC_V2
-    if bad_magic.any():
-        i = int(np.argmax(bad_magic))
-        raise CorruptRecordError(
-            f"unknown magic value {int(result.magics[i])}, expected 0, 1 or 2",
-            file=file,
-            position=base_position + int(result.positions[i]),
-        )
-    return result
+        problem = (int(rows_found[i, k.E_POSITION]), what)
+        rows_found = rows_found[:i]
+    if problem is not None:
+        if strict:
+            raise CorruptRecordError(problem[1], file=file, position=base_position + problem[0])
+        return EntryTable(rows_found, problem[0], False, corrupt=True)
+    return EntryTable(rows_found, pos, reason == k.STOP_INCOMPLETE)
 
 
 def entry_crc_error(buf: np.ndarray, entries: EntryTable) -> int:
