@@ -5,9 +5,6 @@ from __future__ import annotations
 import gzip
 import random
 import struct
-import types
-import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import cramjam
@@ -17,11 +14,6 @@ import zstandard
 
 from pysparklog.errors import CorruptRecordError, InvalidConfigError, UnsupportedCodecError
 from pysparklog.storage.records.codecs import Codec, compress, decompress
-
-with warnings.catch_warnings():
-    # kafka-python 3.0.12 calls the deprecated importlib.resources.read_text while importing.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import codec as kafka_codec
 
 SMALL = b"pysparklog: a Kafka-compatible log " * 3
 # Over 100 KiB, half incompressible, so that snappy and lz4 need several blocks of both kinds.
@@ -35,31 +27,6 @@ LZ4_KAFKA_HEADER = bytes.fromhex("04224d18604082")
 LZ4_BROKEN_HC = 0x1A
 LZ4_HC_POSITION = 6
 LZ4_END_MARK = bytes(4)
-
-
-def _xxh32_from_lz4(data: bytes) -> int:
-    """xxh32 (seed 0) as the LZ4 C library computes it for an LZ4 frame's content checksum."""
-    frame = lz4.frame.compress(data, content_checksum=True)
-    return int(struct.unpack("<I", frame[-4:])[0])
-
-
-@pytest.fixture
-def kafka_python_codecs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """kafka.codec with its optional back ends supplied, since python-snappy and xxhash are not installed.
-
-    Snappy blocks come from cramjam, which python-snappy itself wraps; xxh32 comes from the LZ4 C
-    library. The framing, which is what these tests compare, stays kafka-python's own.
-    """
-    snappy = types.SimpleNamespace(
-        compress=lambda data: bytes(cramjam.snappy.compress_raw(data)),
-        decompress=lambda data: bytes(cramjam.snappy.decompress_raw(data)),
-    )
-    xxhash = types.SimpleNamespace(
-        xxh32=lambda data: types.SimpleNamespace(digest=lambda: struct.pack(">I", _xxh32_from_lz4(bytes(data))))
-    )
-    monkeypatch.setattr(kafka_codec, "snappy", snappy)
-    monkeypatch.setattr(kafka_codec, "xxhash", xxhash)
-    yield kafka_codec
 
 
 # Codec

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-import warnings
 import zlib
 
 import pytest
@@ -12,12 +11,7 @@ from pysparklog.errors import CorruptRecordError, UnsupportedCodecError
 from pysparklog.storage.records.codecs import Codec, compress
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.records.legacy_records import LegacyEntry, LegacyRecord, read_legacy_entry
-from tests.storage.records.test_codecs import kafka_python_codecs  # noqa: F401  (a fixture, used by name)
-
-with warnings.catch_warnings():
-    # kafka-python 3.0.12 calls the deprecated importlib.resources.read_text while importing.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from tests.storage.records.helpers import LegacyRecordBatchBuilder
 
 # kafka-python test/record/test_records.py, re-verified (reference §1.2).
 GOLDEN_V1 = bytes.fromhex("000000000000000000000019478628c201000000015e1867abaeffffffff00000003313233")
