@@ -483,13 +483,14 @@ class PartitionLog:
         """Kafka's ``LogSegment.shouldRoll``."""
         cfg = self.config
         seg_size = active.state.active_size
+        if seg_size == 0:
+            return False  # rolling an empty segment would recreate it at the same base offset
         if seg_size > cfg.segment_bytes - size:
-            return seg_size > 0
-        if seg_size > 0:
-            rolling_ts = active.first_batch_max_ts
-            waited = (max_ts - rolling_ts) if rolling_ts >= 0 else (now - active.created_ms)
-            if waited > cfg.segment_ms - self._jitter(active.segment.base_offset):
-                return True
+            return True
+        rolling_ts = active.first_batch_max_ts
+        waited = (max_ts - rolling_ts) if rolling_ts >= 0 else (now - active.created_ms)
+        if waited > cfg.segment_ms - self._jitter(active.segment.base_offset):
+            return True
         if active.index_entries >= max_entries(cfg.segment_index_bytes, OFFSET_INDEX_ENTRY_SIZE):
             return True
         if active.time_index_entries >= max_entries(cfg.segment_index_bytes, TIME_INDEX_ENTRY_SIZE) - 1:

@@ -25,6 +25,7 @@ from pysparklog import (
 from pysparklog.storage.index import OffsetIndex, TimeIndex
 from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from pysparklog.storage.records.arrow_records import encode_arrow
+from pysparklog.storage.records.default_records import batch_crc
 from pysparklog.storage.records.memory_records import as_uint8, scan
 from tests.conftest import keyed_table, read_all
 
@@ -305,3 +306,27 @@ def test_unknown_magic_and_codec_in_a_segment(tmp_path: Path) -> None:
     data[16] = 7
     with pytest.raises(CorruptRecordError, match="unknown magic value 7, expected 0, 1 or 2"):
         scan(as_uint8(bytes(data)), file=segment.log_path)
+
+
+def test_roll_before_offsets_overflow_the_segments_relative_offsets(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    # A batch as compaction leaves it: one record at delta 0, lastOffsetDelta kept at the int32 maximum.
+    wide = bytearray(next(encode_arrow(keyed_table(1))).data.tobytes())
+    wide[23:27] = (2**31 - 1).to_bytes(4, "big")
+    wide[17:21] = batch_crc(wide).to_bytes(4, "big")
+    assert log.append(bytes(wide)).last_offset == 2**31 - 1
+    info = log.append_arrow(keyed_table(1, start=1))
+    assert info.first_offset == 2**31
+    assert [s.base_offset for s in log.segments()] == [0, 2**31]
+    assert read_all(log).column("offset").to_pylist() == [0, 2**31]
+
+
+def test_opening_a_partition_touches_only_the_segments_it_reads(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=1000)
+    writer = LogDirectory(tmp_path, config).partition("t", 0)
+    for i in range(80):
+        writer.append_arrow(keyed_table(20, start=i * 20, value_size=30), BatchSettings(max_batch_bytes=400))
+    assert len(writer.segments()) >= 100
+    reader = LogDirectory(tmp_path, config).partition("t", 0)
+    assert read_all(reader, 777, 780).column("offset").to_pylist() == [777, 778, 779]
+    assert len(reader._segments) <= 2, "segments are opened lazily, only where the read goes"
