@@ -1,0 +1,40 @@
+"""Producer-state snapshots written on roll, in Kafka's format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pysparklog import BatchSettings, CorruptRecordError, LogConfig, LogDirectory
+from pysparklog.storage.producer_state import ProducerSnapshotEntry, decode_snapshot, encode_snapshot
+from tests.conftest import keyed_table
+
+
+def test_a_roll_snapshots_the_state_of_idempotent_producers(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path, LogConfig(segment_bytes=5000)).partition("t", 0)
+    first = log.append_arrow(
+        keyed_table(10, ts_start=1000), BatchSettings(producer_id=7, producer_epoch=1, base_sequence=0)
+    )
+    log.append_arrow(keyed_table(5, start=10, ts_start=1000), BatchSettings(producer_id=9, producer_epoch=0, base_sequence=40))
+    log.append_arrow(keyed_table(60, start=15, ts_start=1000), BatchSettings(max_batch_bytes=1000))  # rolls
+    bases = [s.base_offset for s in log.segments()]
+    assert len(bases) > 1
+    snapshot = Path(log.directory) / f"{bases[1]:020d}.snapshot"
+    entries = decode_snapshot(snapshot.read_bytes())
+    assert entries == [
+        ProducerSnapshotEntry(7, 1, 9, first.last_offset, 9, 1009, -1, -1),
+        ProducerSnapshotEntry(9, 0, 44, 14, 4, 1014, -1, -1),
+    ]
+
+
+def test_snapshot_corruption_is_reported() -> None:
+    data = bytearray(encode_snapshot([ProducerSnapshotEntry(1, 0, 5, 10, 2, 99, -1, -1)]))
+    assert decode_snapshot(bytes(data))[0].last_sequence == 5
+    data[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="snapshot CRC-32C mismatch"):
+        decode_snapshot(bytes(data))
+    with pytest.raises(CorruptRecordError, match="snapshot version 3, expected 1"):
+        decode_snapshot(b"\x00\x03" + bytes(data[2:]))
+    with pytest.raises(CorruptRecordError, match="shorter than its 10-byte header"):
+        decode_snapshot(b"\x00\x01")
