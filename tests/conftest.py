@@ -1,4 +1,4 @@
-"""Shared test helpers: where the real broker fixtures live, and small table builders."""
+"""Shared test helpers: where the real broker fixtures live, Kafka's own dump tool, and small table builders."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+
+from tests.interop.kafka_tools import (
+    DumpLogSegments,
+    kafka_classpath,
+    missing_tools,
+    run_dump_log_segments,
+    unavailable_reason,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 # Real broker-written segments, kept outside the project (../shared/fixtures) and never copied into it.
@@ -29,6 +37,21 @@ def broker_log_dir_copy(broker_log_dir: Path, tmp_path: Path) -> Path:
     for path in target.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     return target
+
+
+@pytest.fixture(scope="session")
+def kafka_dump_log() -> DumpLogSegments:
+    """``run_dump_log_segments``, once Kafka's classpath is resolved (for ``interop`` tests anywhere).
+
+    Skips only when Java or Maven is absent (e.g. a developer laptop). With both present a
+    resolution failure is a real failure: CI has both, and a silent skip would hide lost coverage.
+    """
+    missing = missing_tools()
+    if missing is not None:
+        pytest.skip(f"Kafka interop tests need Java and Maven: {missing}")
+    if kafka_classpath() is None:
+        pytest.fail(f"Java and Maven are present but Kafka's tools could not be resolved:\n{unavailable_reason()}")
+    return run_dump_log_segments
 
 
 def keyed_table(n: int, *, start: int = 0, value_size: int = 100, ts_start: int = 1_700_000_000_000) -> pa.Table:

@@ -474,7 +474,6 @@ class PartitionLog:
             next_offset = last_offset + 1
         if pending_start is not None:
             self._write_log(active, view[pending_start:pending_end])
-        active.state = replace(active.state, log_end_offset=next_offset)
         self._maybe_flush(fd, active, now)
         self._write_state(fd, active.state)
         return AppendInfo(first_offset, next_offset - 1, records, now if log_append else -1, max_ts)
@@ -517,7 +516,8 @@ class PartitionLog:
             self._maybe_append_time_index(active, state.max_timestamp, state.offset_of_max_timestamp)
         if active.first_batch_max_ts < 0 and position == 0:
             active.first_batch_max_ts = max_ts
-        active.state = replace(state, active_size=position + size)
+        # Kept current batch by batch: a roll in the middle of an append records the true log end.
+        active.state = replace(state, active_size=position + size, log_end_offset=last_offset + 1)
 
     def _maybe_append_time_index(self, active: _ActiveSegment, ts: int, offset: int) -> None:
         if ts > active.last_time_index_ts:

@@ -180,7 +180,7 @@ def test_kill_9_mid_append_loses_nothing_acknowledged(tmp_path: Path) -> None:
     rng = random.Random(42)
     acknowledged: list[tuple[int, int]] = []  # (first offset, first key number) of each acknowledged append
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for _round in range(5):
+    for _round in range(8):
         proc = subprocess.Popen(
             [sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=REPO, env=env
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import crc32c as _crc32c
 import numpy as np
@@ -21,6 +21,7 @@ from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.codecs import Codec, compress, decompress
 from pysparklog.storage.records.default_records import (
     ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
     CRC_OFFSET,
     LENGTH_OFFSET,
     LOG_OVERHEAD,
@@ -68,6 +69,15 @@ def record_schema(include_headers: bool) -> pa.Schema:
     return RECORD_SCHEMA_WITH_HEADERS if include_headers else RECORD_SCHEMA
 
 
+def _pool_empty(n: int, dtype: type[np.generic]) -> np.ndarray:
+    """An uninitialised array in Arrow's memory pool, which keeps freed memory for the next chunk.
+
+    NumPy's arrays of these sizes are mmapped afresh each time, and page-faulting them in cost
+    more than decoding into them.
+    """
+    return np.frombuffer(pa.allocate_buffer(n * np.dtype(dtype).itemsize), dtype)
+
+
 def _bitmap(valid: np.ndarray) -> pa.Buffer | None:
     if valid.all():
         return None
@@ -81,8 +91,15 @@ def _binary(offsets: np.ndarray, valid: np.ndarray, data: np.ndarray, n: int, ty
 def constant_string(value: str, n: int) -> pa.Array:
     """A string column holding ``value`` n times, built without a Python list."""
     raw = value.encode()
-    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    offsets = _pool_empty(n + 1, np.int32)
+    np.multiply(np.arange(n + 1, dtype=np.int32), len(raw), out=offsets)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+def _constant_int32(value: int, n: int) -> pa.Array:
+    column = _pool_empty(n, np.int32)
+    column.fill(value)
+    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(column)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +129,9 @@ def _record_sections(buf: np.ndarray, entries: EntryTable, file: str | None, bas
     compressed_set = set(compressed.tolist())
     for i, (a, b) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
         if i in compressed_set:
-            codec = Codec.from_attributes(int(codecs[i]), file=file, position=base_position + int(positions[i]))
-            piece: np.ndarray | bytes = decompress(
-                codec, view[a:b], file=file, position=base_position + int(positions[i])
-            )
+            where = base_position + int(positions[i])
+            codec = Codec.from_attributes(int(entries.attributes[i]), file=file, position=where)
+            piece: np.ndarray | bytes = decompress(codec, view[a:b], file=file, position=where)
         else:
             piece = buf[a:b]
         pieces.append(piece)
@@ -149,25 +165,28 @@ def _decode_v2(
         )
     n = int(counts.sum())
     data_bytes = int(section_bytes.sum())
-    offsets = np.empty(n, dtype=np.int64)
-    timestamps = np.empty(n, dtype=np.int64)
-    key_offsets = np.empty(n + 1, dtype=np.int32)
-    key_valid = np.empty(n, dtype=np.uint8)
-    key_data = np.empty(data_bytes, dtype=np.uint8)
-    value_offsets = np.empty(n + 1, dtype=np.int32)
-    value_valid = np.empty(n, dtype=np.uint8)
-    value_data = np.empty(data_bytes, dtype=np.uint8)
+    offsets = _pool_empty(n, np.int64)
+    timestamps = _pool_empty(n, np.int64)
+    key_offsets = _pool_empty(n + 1, np.int32)
+    key_valid = _pool_empty(n, np.uint8)
+    key_data = _pool_empty(data_bytes, np.uint8)
+    value_offsets = _pool_empty(n + 1, np.int32)
+    value_valid = _pool_empty(n, np.uint8)
+    value_data = _pool_empty(data_bytes, np.uint8)
     if include_headers:
         n_headers, header_bytes = k.count_headers(sections.buf, sections.start, sections.end, counts)
-        n_headers = max(n_headers, 0)  # malformed sections are reported by the decoder itself
+        if n_headers < 0:
+            # Malformed sections are reported by the decoder itself, which may first write the headers of
+            # the records before the bad one: size for the most the sections can hold (2 bytes a header).
+            n_headers, header_bytes = data_bytes // 2, data_bytes
     else:
         n_headers, header_bytes = 0, 0
-    header_list_offsets = np.empty(n + 1 if include_headers else 1, dtype=np.int32)
-    header_key_offsets = np.empty(n_headers + 1, dtype=np.int32)
-    header_key_data = np.empty(header_bytes, dtype=np.uint8)
-    header_value_offsets = np.empty(n_headers + 1, dtype=np.int32)
-    header_value_valid = np.empty(n_headers, dtype=np.uint8)
-    header_value_data = np.empty(header_bytes, dtype=np.uint8)
+    header_list_offsets = _pool_empty(n + 1 if include_headers else 1, np.int32)
+    header_key_offsets = _pool_empty(n_headers + 1, np.int32)
+    header_key_data = _pool_empty(header_bytes, np.uint8)
+    header_value_offsets = _pool_empty(n_headers + 1, np.int32)
+    header_value_valid = _pool_empty(n_headers, np.uint8)
+    header_value_data = _pool_empty(header_bytes, np.uint8)
     decoded, error, section, position = k.decode_v2_records(
         sections.buf,
         sections.start,
@@ -205,15 +224,19 @@ def _decode_v2(
             file=file,
             position=entry_pos,
         )
-    ts_type = np.where(entries.log_append_time, TimestampType.LOG_APPEND_TIME, TimestampType.CREATE_TIME)
+    ts_types = np.where(entries.log_append_time, TimestampType.LOG_APPEND_TIME, TimestampType.CREATE_TIME)
+    if len(ts_types) and (ts_types == ts_types[0]).all():
+        ts_type = _constant_int32(int(ts_types[0]), n)  # the usual case: one type throughout
+    else:
+        ts_type = pa.array(np.repeat(ts_types.astype(np.int32), counts))
     columns = [
         _binary(key_offsets, key_valid, key_data[: key_offsets[n]], n, pa.binary()),
         _binary(value_offsets, value_valid, value_data[: value_offsets[n]], n, pa.binary()),
         constant_string(topic, n),
-        pa.array(np.full(n, partition, dtype=np.int32)),
+        _constant_int32(partition, n),
         pa.array(offsets),
         pa.array(timestamps).view(TIMESTAMP_TYPE) if n else pa.array([], TIMESTAMP_TYPE),
-        pa.array(np.repeat(ts_type.astype(np.int32), counts)),
+        ts_type,
     ]
     if include_headers:
         header_keys = _binary(
@@ -276,10 +299,12 @@ def decode_entries(
     file: str | None = None,
     base_position: int = 0,
 ) -> Iterator[pa.RecordBatch]:
-    """Decode data entries into Arrow record batches, in log order.
+    """Decode entries into Arrow record batches, in log order.
 
-    Control batches must already be filtered out by the caller (they are not user records).
-    Checksums are the caller's to verify first (``memory_records.verify_crcs``).
+    A control batch decodes like a data batch, its control records' keys and values in ``key`` and
+    ``value``; they are not user records, so readers of user records filter control batches out
+    first (``EntryTable.is_control``). Checksums are the caller's to verify first
+    (``memory_records.verify_crcs``).
     """
     for a, b, is_v2 in iter_runs(entries.magics):
         run = entries.select(slice(a, b))
@@ -438,6 +463,8 @@ class BatchSettings:
         producer_epoch: Its epoch, or -1.
         base_sequence: Sequence of the first record, or -1; later batches continue from it.
         transactional: Mark the batches as part of a transaction.
+        control: Mark the batches as control batches; ``encode_control_batch`` writes them as
+            Kafka does, one control record each. A control batch carries no sequence.
     """
 
     codec: Codec = Codec.NONE
@@ -448,6 +475,7 @@ class BatchSettings:
     producer_epoch: int = NO_PRODUCER_EPOCH
     base_sequence: int = NO_SEQUENCE
     transactional: bool = False
+    control: bool = False
 
     def __post_init__(self) -> None:
         if self.max_batch_bytes < RECORD_BATCH_OVERHEAD:
@@ -458,6 +486,8 @@ class BatchSettings:
             raise InvalidConfigError(f"max_batch_records is {self.max_batch_records}; accepted: 1 to 2147483647")
         if self.transactional and self.producer_id < 0:
             raise InvalidConfigError("a transactional batch needs a producer id >= 0")
+        if self.control and self.base_sequence != NO_SEQUENCE:
+            raise InvalidConfigError(f"a control batch carries no sequence; base_sequence is {self.base_sequence}")
 
     @property
     def attributes(self) -> int:
@@ -466,11 +496,28 @@ class BatchSettings:
             attributes |= TIMESTAMP_TYPE_MASK
         if self.transactional:
             attributes |= TRANSACTIONAL_FLAG_MASK
+        if self.control:
+            attributes |= CONTROL_FLAG_MASK
         return attributes
 
 
 _ENCODE_CHUNK_BYTES = 16 * 1024 * 1024
 _PER_RECORD_OVERHEAD = 36  # the largest varints a record can carry besides its data
+_PER_HEADER_OVERHEAD = 10  # the largest key and value length varints of a header
+
+
+def _max_batches(rows: int, records_bytes: int, settings: BatchSettings) -> int:
+    """At most how many batches ``rows`` records of at most ``records_bytes`` bytes in all make.
+
+    A batch ends after ``max_batch_records`` records, after the last row, or when its next record
+    would take it past ``max_batch_bytes``: then its records and that next one hold more than
+    ``max_batch_bytes`` less a header, and as no record counts more than twice, fewer than
+    ``2 * records_bytes`` / that many batches end so.
+    """
+    room = settings.max_batch_bytes - RECORD_BATCH_OVERHEAD
+    if room <= 0:
+        return rows
+    return min(rows, rows // settings.max_batch_records + 2 * records_bytes // room + 1)
 
 
 def _finish(out: np.ndarray, table: np.ndarray, used: int, codec: Codec) -> EncodedBatches:
@@ -531,11 +578,16 @@ def encode_arrow(
                 + int(cols.value_offsets[end_row] - cols.value_offsets[row])
                 + (len(cols.header_key_data) + len(cols.header_value_data) if cols.has_headers else 0)
             )
-            estimate = data_bytes + remaining * _PER_RECORD_OVERHEAD + RECORD_BATCH_OVERHEAD
+            lists = cols.header_list_offsets
+            n_headers = int(lists[end_row] - lists[row]) if cols.has_headers else 0
+            records_bytes = data_bytes + remaining * _PER_RECORD_OVERHEAD + n_headers * _PER_HEADER_OVERHEAD
+            # Room for every batch's header, so that a chunk ends early only at _ENCODE_CHUNK_BYTES.
+            max_batches = _max_batches(remaining, records_bytes, settings)
+            estimate = records_bytes + max_batches * RECORD_BATCH_OVERHEAD
             capacity = max(min(estimate, _ENCODE_CHUNK_BYTES), settings.max_batch_bytes + RECORD_BATCH_OVERHEAD)
             while True:
-                out = np.empty(capacity, dtype=np.uint8)
-                table = np.empty((max(capacity // 512, 16), 4), dtype=np.int64)
+                out = _pool_empty(capacity, np.uint8)
+                table = np.empty((min(max_batches, capacity // RECORD_BATCH_OVERHEAD), 4), dtype=np.int64)
                 next_row, n_batches, used = k.encode_v2_batches(
                     cols.key_offsets, cols.key_valid, cols.key_data,
                     cols.value_offsets, cols.value_valid, cols.value_data, cols.timestamps,
@@ -552,3 +604,28 @@ def encode_arrow(
                 sequence = (sequence + encoded.num_records) % 2**31
             row = next_row
             yield encoded
+
+
+def encode_control_batch(
+    key: bytes, value: bytes, settings: BatchSettings | None = None, *, now_ms: int | None = None
+) -> EncodedBatches:
+    """One control batch holding one control record, as a broker writes it.
+
+    Kafka gives each control record (an end-transaction marker from
+    ``default_records.end_txn_marker``, a KRaft leader change...) a batch of its own, marked
+    control and without a sequence (``MemoryRecords.withEndTransactionMarker``). ``settings``
+    gives the producer id and epoch and whether the batch is transactional, as an end-transaction
+    marker's is; the record's timestamp is ``now_ms`` (default: now).
+
+    Raises:
+        InvalidConfigError: ``settings`` has a base sequence.
+    """
+    record = pa.table(
+        {
+            "key": pa.array([key], pa.binary()),
+            "value": pa.array([value], pa.binary()),
+            "timestamp": pa.array([now_ms], pa.int64()),
+        }
+    )
+    (encoded,) = encode_arrow(record, replace(settings or BatchSettings(), control=True), now_ms=now_ms)
+    return encoded

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import crc32c as _crc32c
 
 from pysparklog.errors import CorruptRecordError
-from pysparklog.storage.records.codecs import CODEC_MASK, Codec
+from pysparklog.storage.records.codecs import Codec
 
 MAGIC_V2 = 2
 
@@ -72,7 +72,6 @@ MIN_ENTRY_SIZE_FIELD = 14
 
 # Attribute bits.
 
-COMPRESSION_CODEC_MASK = CODEC_MASK  # bits 0-2
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
@@ -136,13 +135,27 @@ CONTROL_RECORD_KEY_VERSION = 0
 END_TXN_MARKER_VERSION = 0
 
 
+def control_record_type_id(key: bytes | None) -> int:
+    """The type id a control record's key holds (``ControlRecordType.parseTypeId``), known or not.
+
+    Tools print the id of a type they do not know, which ``control_record_type`` folds into UNKNOWN.
+
+    Raises:
+        CorruptRecordError: The key is shorter than its version and type fields.
+    """
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError(
+            f"control record key of {0 if key is None else len(key)} bytes, expected at least {_CONTROL_KEY.size}"
+        )
+    return int(_CONTROL_KEY.unpack_from(key)[1])
+
+
 def control_record_type(key: bytes | None) -> ControlRecordType:
     """The type of a control record from its key; UNKNOWN for a key Kafka would not recognise."""
     if key is None or len(key) < _CONTROL_KEY.size:
         return ControlRecordType.UNKNOWN
-    _version, type_id = _CONTROL_KEY.unpack_from(key)
     try:
-        return ControlRecordType(type_id)
+        return ControlRecordType(control_record_type_id(key))
     except ValueError:
         return ControlRecordType.UNKNOWN
 
@@ -165,6 +178,94 @@ def parse_end_txn_marker_value(value: bytes | None) -> int:
             f"{_END_TXN_MARKER_VALUE.size}"
         )
     return int(_END_TXN_MARKER_VALUE.unpack_from(value)[1])
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChange:
+    """The value of a LEADER_CHANGE control record (``LeaderChangeMessage``): a KRaft quorum's new
+    leader and the voters that elected it, which a KRaft leader writes first in its epoch."""
+
+    version: int
+    leader_id: int
+    voters: tuple[int, ...]
+    granting_voters: tuple[int, ...]
+
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_UVARINT_MAX_BYTES = 5  # Kafka's unsigned varints are 32-bit
+
+
+class _FlexibleMessageReader:
+    """Reads a flexible-version Kafka message (KIP-482): fixed-width integers, compact arrays whose
+    length is an unsigned varint plus one, and tagged fields, which a reader that does not know
+    them skips."""
+
+    def __init__(self, data: bytes, what: str) -> None:
+        self._data = data
+        self._what = what
+        self._pos = 0
+
+    def _corrupt(self, detail: str) -> CorruptRecordError:
+        return CorruptRecordError(f"{self._what} of {len(self._data)} bytes: {detail} at byte {self._pos}")
+
+    def fixed(self, field: struct.Struct) -> int:
+        if self._pos + field.size > len(self._data):
+            raise self._corrupt(f"a {field.size}-byte field runs past the end")
+        value = int(field.unpack_from(self._data, self._pos)[0])
+        self._pos += field.size
+        return value
+
+    def uvarint(self) -> int:
+        value = 0
+        for i in range(_UVARINT_MAX_BYTES):
+            if self._pos >= len(self._data):
+                raise self._corrupt("an unsigned varint runs past the end")
+            byte = self._data[self._pos]
+            self._pos += 1
+            value |= (byte & 0x7F) << (7 * i)
+            if byte < 0x80:
+                return value
+        raise self._corrupt(f"an unsigned varint is longer than {_UVARINT_MAX_BYTES} bytes")
+
+    def array_length(self) -> int:
+        length = self.uvarint() - 1
+        if length < 0:
+            raise self._corrupt("a non-nullable array is null")
+        return length
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            size = self.uvarint()
+            if self._pos + size > len(self._data):
+                raise self._corrupt(f"a tagged field of {size} bytes runs past the end")
+            self._pos += size
+
+    def voter_ids(self) -> tuple[int, ...]:
+        """An array of ``Voter`` structs, each a voter id and its tagged fields."""
+        ids = []
+        for _ in range(self.array_length()):
+            ids.append(self.fixed(_INT32))
+            self.skip_tagged_fields()
+        return tuple(ids)
+
+
+def parse_leader_change_value(value: bytes | None) -> LeaderChange:
+    """Parse a LEADER_CHANGE control record's value, a version 0 (flexible) ``LeaderChangeMessage``.
+
+    Raises:
+        CorruptRecordError: The value is null, truncated or malformed.
+    """
+    if value is None:
+        raise CorruptRecordError("leader change control record with a null value")
+    reader = _FlexibleMessageReader(value, "leader change control record value")
+    version = reader.fixed(_INT16)
+    leader_id = reader.fixed(_INT32)
+    voters = reader.voter_ids()
+    granting_voters = reader.voter_ids()
+    reader.skip_tagged_fields()
+    return LeaderChange(version, leader_id, voters, granting_voters)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,12 @@ The layouts are documented in ``default_records.py``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # Columns of the entry table ``scan_entries`` fills, one row per entry (batch or legacy message).
 E_POSITION = 0
@@ -48,6 +52,35 @@ _HEADER_SIZE_UP_TO_MAGIC = 17
 _LOG_OVERHEAD = 12
 _MIN_ENTRY_SIZE_FIELD = 14
 _V2_HEADER = 61
+
+
+@intrinsic
+def _memcpy(typingctx: object, dst: types.Type, dst_pos: types.Type, src: types.Type, src_pos: types.Type,
+            n: types.Type) -> tuple[object, Callable[..., object]] | None:
+    """``memcpy`` between contiguous uint8 arrays; no bounds checks (``_copy`` makes them)."""
+    for arr in (dst, src):
+        if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"):
+            return None
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+    def codegen(context: object, builder: object, signature: object, args: list[object]) -> object:
+        dst_data = context.make_array(signature.args[0])(context, builder, args[0]).data  # type: ignore[attr-defined]
+        src_data = context.make_array(signature.args[2])(context, builder, args[2]).data  # type: ignore[attr-defined]
+        cgutils.raw_memcpy(
+            builder, builder.gep(dst_data, [args[1]]), builder.gep(src_data, [args[3]]), args[4], 1  # type: ignore[attr-defined]
+        )
+        return context.get_dummy_value()  # type: ignore[attr-defined]
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _copy(dst: np.ndarray, dst_pos: int, src: np.ndarray, src_pos: int, n: int) -> None:
+    """``dst[dst_pos:dst_pos+n] = src[src_pos:src_pos+n]``: slice assignment costs more than the
+    copy itself for the short keys and values of records, so this is a checked ``memcpy``."""
+    if n < 0 or dst_pos < 0 or src_pos < 0 or n > dst.shape[0] - dst_pos or n > src.shape[0] - src_pos:
+        raise IndexError("copy out of the bounds of its arrays")
+    _memcpy(dst, dst_pos, src, src_pos, n)
 
 
 @njit(cache=True, inline="always")
@@ -137,7 +170,23 @@ def scan_entries(buf: np.ndarray, start: int, end: int, table: np.ndarray) -> tu
 
 @njit(cache=True, inline="always")
 def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
-    """Zig-zag varint (or varlong) at ``pos``; returns (value, next position), next = -1 on error."""
+    """Zig-zag varint (or varlong) at ``pos``; returns (value, next position), next = -1 on error.
+
+    Lengths and deltas of ordinary records take one or two bytes: those skip the general loop.
+    """
+    if end - pos >= 2:
+        b0 = np.int64(buf[pos])
+        if b0 < 0x80:
+            return (b0 >> 1) ^ -(b0 & 1), pos + 1
+        b1 = np.int64(buf[pos + 1])
+        if b1 < 0x80:
+            raw = (b0 & 0x7F) | (b1 << 7)
+            return (raw >> 1) ^ -(raw & 1), pos + 2
+    return _varint_long(buf, pos, end)
+
+
+@njit(cache=True)
+def _varint_long(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     raw = np.uint64(0)
     shift = np.uint64(0)
     while True:
@@ -167,7 +216,7 @@ def count_headers(buf: np.ndarray, sec_start: np.ndarray, sec_end: np.ndarray, s
         end = sec_end[b]
         for _ in range(sec_count[b]):
             length, pos = _varint(buf, pos, end)
-            if pos < 0 or length < 0 or pos + length > end:
+            if pos < 0 or length < 0 or length > end - pos:
                 return -1, 0
             rec_end = pos + length
             p = pos + 1
@@ -179,12 +228,13 @@ def count_headers(buf: np.ndarray, sec_start: np.ndarray, sec_end: np.ndarray, s
                 return -1, 0
             for _field in range(2):  # key, value
                 flen, p = _varint(buf, p, rec_end)
-                if p < 0:
+                if p < 0 or flen > rec_end - p:
                     return -1, 0
                 if flen > 0:
                     p += flen
             hcount, p = _varint(buf, p, rec_end)
-            if p < 0 or hcount < 0:
+            # Each header takes at least two bytes (key and value lengths): this bounds the allocation.
+            if p < 0 or hcount < 0 or hcount > (rec_end - p) // 2:
                 return -1, 0
             headers += hcount
             header_bytes += rec_end - p
@@ -253,7 +303,7 @@ def decode_v2_records(
             length, pos = _varint(buf, pos, end)
             if pos < 0:
                 return n, ERR_VARINT, b, record_start
-            if length < 1 or pos + length > end:
+            if length < 1 or length > end - pos:
                 return n, ERR_RECORD_LENGTH, b, record_start
             rec_end = pos + length
             pos += 1  # record attributes, unused
@@ -267,11 +317,11 @@ def decode_v2_records(
             out_timestamp[n] = max_ts if append_time else base_ts + ts_delta
 
             klen, pos = _varint(buf, pos, rec_end)
-            if pos < 0 or klen < -1 or pos + klen > rec_end:
+            if pos < 0 or klen < -1 or klen > rec_end - pos:
                 return n, ERR_FIELD_LENGTH, b, record_start
             if klen >= 0:
                 key_valid[n] = 1
-                key_data[kp : kp + klen] = buf[pos : pos + klen]
+                _copy(key_data, kp, buf, pos, klen)
                 kp += klen
                 pos += klen
             else:
@@ -279,11 +329,11 @@ def decode_v2_records(
             key_offsets[n + 1] = kp
 
             vlen, pos = _varint(buf, pos, rec_end)
-            if pos < 0 or vlen < -1 or pos + vlen > rec_end:
+            if pos < 0 or vlen < -1 or vlen > rec_end - pos:
                 return n, ERR_FIELD_LENGTH, b, record_start
             if vlen >= 0:
                 value_valid[n] = 1
-                value_data[vp : vp + vlen] = buf[pos : pos + vlen]
+                _copy(value_data, vp, buf, pos, vlen)
                 vp += vlen
                 pos += vlen
             else:
@@ -296,18 +346,18 @@ def decode_v2_records(
             if want_headers:
                 for _h in range(hcount):
                     hk, pos = _varint(buf, pos, rec_end)
-                    if pos < 0 or hk < 0 or pos + hk > rec_end:
+                    if pos < 0 or hk < 0 or hk > rec_end - pos:
                         return n, ERR_FIELD_LENGTH, b, record_start
-                    header_key_data[hkp : hkp + hk] = buf[pos : pos + hk]
+                    _copy(header_key_data, hkp, buf, pos, hk)
                     hkp += hk
                     pos += hk
                     header_key_offsets[h + 1] = hkp
                     hv, pos = _varint(buf, pos, rec_end)
-                    if pos < 0 or hv < -1 or pos + hv > rec_end:
+                    if pos < 0 or hv < -1 or hv > rec_end - pos:
                         return n, ERR_FIELD_LENGTH, b, record_start
                     if hv >= 0:
                         header_value_valid[h] = 1
-                        header_value_data[hvp : hvp + hv] = buf[pos : pos + hv]
+                        _copy(header_value_data, hvp, buf, pos, hv)
                         hvp += hv
                         pos += hv
                     else:
@@ -476,7 +526,7 @@ def encode_v2_batches(
                 k0 = key_offsets[row]
                 klen = key_offsets[row + 1] - k0
                 pos = _put_varint(out, pos, klen)
-                out[pos : pos + klen] = key_data[k0 : k0 + klen]
+                _copy(out, pos, key_data, k0, klen)
                 pos += klen
             else:
                 pos = _put_varint(out, pos, -1)
@@ -484,7 +534,7 @@ def encode_v2_batches(
                 v0 = value_offsets[row]
                 vlen = value_offsets[row + 1] - v0
                 pos = _put_varint(out, pos, vlen)
-                out[pos : pos + vlen] = value_data[v0 : v0 + vlen]
+                _copy(out, pos, value_data, v0, vlen)
                 pos += vlen
             else:
                 pos = _put_varint(out, pos, -1)
@@ -496,13 +546,13 @@ def encode_v2_batches(
                     hk0 = header_key_offsets[hh]
                     hk = header_key_offsets[hh + 1] - hk0
                     pos = _put_varint(out, pos, hk)
-                    out[pos : pos + hk] = header_key_data[hk0 : hk0 + hk]
+                    _copy(out, pos, header_key_data, hk0, hk)
                     pos += hk
                     if header_value_valid[hh]:
                         hv0 = header_value_offsets[hh]
                         hv = header_value_offsets[hh + 1] - hv0
                         pos = _put_varint(out, pos, hv)
-                        out[pos : pos + hv] = header_value_data[hv0 : hv0 + hv]
+                        _copy(out, pos, header_value_data, hv0, hv)
                         pos += hv
                     else:
                         pos = _put_varint(out, pos, -1)

@@ -180,7 +180,7 @@ def read_legacy_entry(
     where = base_position + position
     entry = _read_message(view, position, verify_crc, file=file, position=where, what="message")
     codec = Codec.from_attributes(entry.attributes, file=file, position=where)
-    timestamp_type = _timestamp_type(entry.magic, entry.attributes)
+    timestamp_type = entry_timestamp_type(entry.magic, entry.attributes)
     if codec is Codec.NONE:
         records: tuple[LegacyRecord, ...] = (entry.to_record(entry.offset, entry.timestamp, timestamp_type),)
     else:
@@ -202,7 +202,12 @@ def read_legacy_entry(
     )
 
 
-def _timestamp_type(magic: int, attributes: int) -> TimestampType:
+def entry_timestamp_type(magic: int, attributes: int) -> TimestampType:
+    """The timestamp type of an entry of any magic, from its magic and attributes alone.
+
+    Magic 0 has no timestamps; from magic 1 on, attribute bit 3 says LogAppendTime. Needs no
+    decompression, so shallow readers (dump tools) use it for wrappers too.
+    """
     if magic == MAGIC_V0:
         return TimestampType.NO_TIMESTAMP_TYPE
     return TimestampType.LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_MASK else TimestampType.CREATE_TIME

@@ -30,6 +30,7 @@ __all__ = [
     "encode",
     "kafka_codec",
     "restamp_crc",
+    "zigzag",
 ]
 
 #: The ``now_ms`` the tests give the encoder, so that null timestamps are predictable.
@@ -63,3 +64,14 @@ def restamp_crc(buf: bytearray, position: int = 0) -> None:
     """Recompute the CRC of the v2 batch at ``position`` after tampering, so that only structural checks catch it."""
     size = struct.unpack_from(">i", buf, position + LENGTH_OFFSET)[0] + LOG_OVERHEAD
     struct.pack_into(">I", buf, position + CRC_OFFSET, batch_crc(memoryview(buf)[position : position + size]))
+
+
+def zigzag(value: int) -> bytes:
+    """Kafka's varint (ByteUtils.writeVarlong), written here independently of the engine's kernels."""
+    raw = ((value << 1) ^ (value >> 63)) & (2**64 - 1)
+    out = bytearray()
+    while raw >= 0x80:
+        out.append(raw & 0x7F | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
