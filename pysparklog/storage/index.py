@@ -1,10 +1,12 @@
-"""Kafka's sparse segment indexes: ``.index`` (offset -> file position) and ``.timeindex``
-(timestamp -> offset).
+"""Kafka's segment indexes: the sparse ``.index`` (offset -> file position) and ``.timeindex``
+(timestamp -> offset), and the ``.txnindex`` of aborted transactions.
 
-Wire schema (``OffsetIndex.java``, ``TimeIndex.java``), big-endian::
+Wire schema (``OffsetIndex.java``, ``TimeIndex.java``, ``AbortedTxn.java``), big-endian::
 
     .index entry     => relativeOffset int32, position int32          (8 bytes)
     .timeindex entry => timestamp int64, relativeOffset int32          (12 bytes)
+    .txnindex entry  => version int16 (0), producerId int64, firstOffset int64, lastOffset int64,
+                        lastStableOffset int64                         (34 bytes)
 
 Kafka preallocates an active index to ``segment.index.bytes`` of zeros and trims it when the
 segment rolls or closes; pysparklog never preallocates, so every index file is always in the
@@ -24,9 +26,21 @@ from pysparklog.errors import CorruptRecordError
 
 OFFSET_INDEX_ENTRY_SIZE = 8
 TIME_INDEX_ENTRY_SIZE = 12
+TXN_INDEX_ENTRY_SIZE = 34
+ABORTED_TXN_VERSION = 0
 
 _OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 _TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+_ABORTED_TXN_ENTRY = np.dtype(
+    [
+        ("version", ">i2"),
+        ("producer_id", ">i8"),
+        ("first_offset", ">i8"),
+        ("last_offset", ">i8"),
+        ("last_stable_offset", ">i8"),
+    ]
+)
+assert _ABORTED_TXN_ENTRY.itemsize == TXN_INDEX_ENTRY_SIZE
 
 
 def max_entries(index_bytes: int, entry_size: int) -> int:
@@ -34,14 +48,18 @@ def max_entries(index_bytes: int, entry_size: int) -> int:
     return index_bytes // entry_size
 
 
-def _read_entries(path: str, dtype: np.dtype) -> np.ndarray:
+def _read_entries(path: str, dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """The whole entries of an index file and the file's length, which may end in a partial entry.
+
+    A missing file reads as empty, as the index of a segment that has none yet.
+    """
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        return np.empty(0, dtype=dtype)
+        return np.empty(0, dtype=dtype), 0
     whole = len(raw) - len(raw) % dtype.itemsize
-    return np.frombuffer(raw[:whole], dtype=dtype)
+    return np.frombuffer(raw[:whole], dtype=dtype), len(raw)
 
 
 def _trim_preallocated(relative_offsets: np.ndarray) -> int:
@@ -60,7 +78,7 @@ class OffsetIndex:
 
     @classmethod
     def load(cls, path: str, base_offset: int) -> OffsetIndex:
-        entries = _read_entries(path, _OFFSET_ENTRY)
+        entries, _length = _read_entries(path, _OFFSET_ENTRY)
         n = _trim_preallocated(entries["relative_offset"])
         entries = entries[:n]
         return cls(
@@ -92,6 +110,28 @@ class OffsetIndex:
         )
 
     @staticmethod
+    def sanity_check(path: str, base_offset: int) -> None:
+        """Kafka's ``OffsetIndex.sanityCheck``, the check that decides on broker startup whether to rebuild.
+
+        Unlike ``load`` it looks at every whole entry, as Kafka's read-only index does: a zero
+        entry does not end the file here.
+
+        Raises:
+            CorruptRecordError: With Kafka's ``CorruptIndexException`` message, which names the file.
+        """
+        entries, length = _read_entries(path, _OFFSET_ENTRY)
+        if len(entries) and (last_offset := base_offset + int(entries["relative_offset"][-1])) < base_offset:
+            raise CorruptRecordError(
+                f"Corrupt index found, index file {path} has non-zero size but the last offset is "
+                f"{last_offset} which is less than the base offset {base_offset}"
+            )
+        if length % OFFSET_INDEX_ENTRY_SIZE:
+            raise CorruptRecordError(
+                f"Index file {path} is corrupt, found {length} bytes which is neither positive nor a "
+                f"multiple of {OFFSET_INDEX_ENTRY_SIZE}"
+            )
+
+    @staticmethod
     def encode(base_offset: int, offsets: list[int], positions: list[int]) -> bytes:
         entries = np.empty(len(offsets), dtype=_OFFSET_ENTRY)
         entries["relative_offset"] = np.asarray(offsets, dtype=np.int64) - base_offset
@@ -108,12 +148,20 @@ class TimeIndex:
     offsets: np.ndarray
 
     @classmethod
-    def load(cls, path: str, base_offset: int) -> TimeIndex:
-        entries = _read_entries(path, _TIME_ENTRY)
+    def load(cls, path: str, base_offset: int, *, keep_zero_entry: bool = False) -> TimeIndex:
+        """The entries of ``path``, up to where a preallocated file's zeros begin.
+
+        Args:
+            path: The ``.timeindex`` file; a missing one has no entries.
+            base_offset: The segment's base offset.
+            keep_zero_entry: Keep a lone first entry (timestamp 0, base offset). A preallocated
+                broker file that was never written holds just that, so readers drop it; Kafka's
+                ``DumpLogSegments`` lists it, and so do dump tools that match it.
+        """
+        entries, _length = _read_entries(path, _TIME_ENTRY)
         n = _trim_preallocated(entries["relative_offset"])
         entries = entries[:n]
-        # A preallocated broker file starts with a zero entry when it holds nothing at all.
-        if n == 1 and entries["timestamp"][0] == 0 and entries["relative_offset"][0] == 0:
+        if not keep_zero_entry and n == 1 and entries["timestamp"][0] == 0 and entries["relative_offset"][0] == 0:
             entries = entries[:0]
         return cls(
             base_offset,
@@ -148,11 +196,78 @@ class TimeIndex:
         )
 
     @staticmethod
+    def sanity_check(path: str, base_offset: int) -> None:
+        """Kafka's ``TimeIndex.sanityCheck`` over every whole entry (see ``OffsetIndex.sanity_check``).
+
+        Raises:
+            CorruptRecordError: With Kafka's ``CorruptIndexException`` message, which names the file.
+        """
+        entries, length = _read_entries(path, _TIME_ENTRY)
+        if len(entries):
+            first_timestamp, last_timestamp = int(entries["timestamp"][0]), int(entries["timestamp"][-1])
+            last_offset = base_offset + int(entries["relative_offset"][-1])
+            if last_timestamp < first_timestamp:
+                raise CorruptRecordError(
+                    f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
+                    f"timestamp is {last_timestamp} which is less than the first timestamp {first_timestamp}"
+                )
+            if last_offset < base_offset:
+                raise CorruptRecordError(
+                    f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
+                    f"offset is {last_offset} which is less than the first offset {base_offset}"
+                )
+        if length % TIME_INDEX_ENTRY_SIZE:
+            raise CorruptRecordError(
+                f"Time index file {path} is corrupt, found {length} bytes which is neither positive nor "
+                f"a multiple of {TIME_INDEX_ENTRY_SIZE}"
+            )
+
+    @staticmethod
     def encode(base_offset: int, timestamps: list[int], offsets: list[int]) -> bytes:
         entries = np.empty(len(offsets), dtype=_TIME_ENTRY)
         entries["timestamp"] = timestamps
         entries["relative_offset"] = np.asarray(offsets, dtype=np.int64) - base_offset
         return entries.tobytes()
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionIndex:
+    """The aborted transactions a ``.txnindex`` file lists, in file order, as int64 arrays.
+
+    One entry per transaction aborted in the segment; consumers reading committed data skip the
+    transaction's records from ``first_offsets`` to ``last_offsets``.
+    """
+
+    versions: np.ndarray
+    producer_ids: np.ndarray
+    first_offsets: np.ndarray
+    last_offsets: np.ndarray
+    last_stable_offsets: np.ndarray
+
+    @classmethod
+    def load(cls, path: str) -> TransactionIndex:
+        """Every whole entry of ``path`` (none when it is missing); a partial last entry is ignored, as in Kafka.
+
+        Raises:
+            CorruptRecordError: An entry's version is newer than Kafka's, with Kafka's message.
+        """
+        entries, _length = _read_entries(path, _ABORTED_TXN_ENTRY)
+        newer = np.flatnonzero(entries["version"] > ABORTED_TXN_VERSION)
+        if len(newer):
+            raise CorruptRecordError(
+                f"Unexpected aborted transaction version {int(entries['version'][newer[0]])} in transaction index "
+                f"{path}, current version is {ABORTED_TXN_VERSION}"
+            )
+        return cls(
+            entries["version"].astype(np.int64),
+            entries["producer_id"].astype(np.int64),
+            entries["first_offset"].astype(np.int64),
+            entries["last_offset"].astype(np.int64),
+            entries["last_stable_offset"].astype(np.int64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.versions)
 
 
 def check_entry_file(path: str, entry_size: int) -> None:

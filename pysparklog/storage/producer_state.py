@@ -62,17 +62,23 @@ def encode_snapshot(entries: list[ProducerSnapshotEntry]) -> bytes:
 
 
 def decode_snapshot(data: bytes, *, file: str | None = None) -> list[ProducerSnapshotEntry]:
-    """Parse a snapshot; a wrong version, length or CRC raises CorruptRecordError."""
+    """Parse a snapshot; a wrong version, length or CRC raises CorruptRecordError.
+
+    Version and CRC errors carry Kafka's own ``CorruptSnapshotException`` message (in ``detail``),
+    which tools that mirror Kafka's print.
+    """
     if len(data) < _HEADER.size:
         raise CorruptRecordError(f"snapshot of {len(data)} bytes, shorter than its {_HEADER.size}-byte header",
                                  file=file, position=0)
     version, stored_crc, count = _HEADER.unpack_from(data)
     if version != SNAPSHOT_VERSION:
-        raise CorruptRecordError(f"snapshot version {version}, expected {SNAPSHOT_VERSION}", file=file, position=0)
+        raise CorruptRecordError(f"Snapshot contained an unknown file version {version}", file=file, position=0)
     computed = _crc32c.crc32c(data[_CRC_START:])
     if computed != stored_crc:
         raise CorruptRecordError(
-            f"snapshot CRC-32C mismatch: stored 0x{stored_crc:08x}, computed 0x{computed:08x}", file=file, position=2
+            f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. Computed crc: {computed}",
+            file=file,
+            position=2,
         )
     expected = _HEADER.size + count * _ENTRY.size
     if count < 0 or len(data) != expected:

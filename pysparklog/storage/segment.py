@@ -100,6 +100,7 @@ class LogSegment:
         self.time_index_path = prefix + TIME_INDEX_SUFFIX
         self._index_cache: tuple[tuple[int, int], OffsetIndex] | None = None
         self._time_index_cache: tuple[tuple[int, int], TimeIndex] | None = None
+        self._index_check: tuple[OffsetIndex, int, bool] | None = None  # (index, end, consistent)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path!r})"
@@ -130,8 +131,16 @@ class LogSegment:
         return self._time_index_cache[1]
 
     def _usable_offset_index(self, end: int) -> OffsetIndex | None:
+        """The offset index when it passes Kafka's sanity rules for a log of ``end`` bytes.
+
+        The check passes over the whole index, which would cost a random lookup more than the
+        rest of it: it runs once per loaded index and ``end``.
+        """
         index = self.offset_index()
-        return index if index.is_consistent(end) else None
+        check = self._index_check
+        if check is None or check[0] is not index or check[1] != end:
+            check = self._index_check = (index, end, index.is_consistent(end))
+        return index if check[2] else None
 
     # -- reading ------------------------------------------------------------------------------
 

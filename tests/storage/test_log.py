@@ -330,3 +330,11 @@ def test_opening_a_partition_touches_only_the_segments_it_reads(tmp_path: Path) 
     reader = LogDirectory(tmp_path, config).partition("t", 0)
     assert read_all(reader, 777, 780).column("offset").to_pylist() == [777, 778, 779]
     assert len(reader._segments) <= 2, "segments are opened lazily, only where the read goes"
+
+
+def test_seventeen_trailing_bytes_are_a_tail_not_corruption_as_in_kafka() -> None:
+    batch = next(encode_arrow(keyed_table(3))).data.tobytes()
+    entries = scan(as_uint8(batch + bytes(17)))
+    assert len(entries) == 1 and entries.incomplete_tail
+    with pytest.raises(CorruptRecordError, match="entry size 0 is smaller than the minimum record overhead"):
+        scan(as_uint8(batch + bytes(18)))

@@ -535,7 +535,7 @@ def _finish(out: np.ndarray, table: np.ndarray, used: int, codec: Codec) -> Enco
             positions[i] = cursor
             sizes[i] = new_size
             cursor += new_size
-        out = np.frombuffer(bytearray(b"".join(pieces)), dtype=np.uint8)
+        out = np.frombuffer(bytearray().join(pieces), dtype=np.uint8)
         used = cursor
     else:
         out = out[:used]

@@ -10,6 +10,7 @@ The layouts are documented in ``default_records.py``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit, types
@@ -54,24 +55,27 @@ _MIN_ENTRY_SIZE_FIELD = 14
 _V2_HEADER = 61
 
 
-@intrinsic
-def _memcpy(typingctx: object, dst: types.Type, dst_pos: types.Type, src: types.Type, src_pos: types.Type,
-            n: types.Type) -> tuple[object, Callable[..., object]] | None:
+def _memcpy_typer(
+    typingctx: Any, dst: types.Type, dst_pos: types.Type, src: types.Type, src_pos: types.Type, n: types.Type
+) -> tuple[Any, Callable[..., Any]] | None:
     """``memcpy`` between contiguous uint8 arrays; no bounds checks (``_copy`` makes them)."""
     for arr in (dst, src):
         if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"):
             return None
     sig = types.void(dst, types.intp, src, types.intp, types.intp)
 
-    def codegen(context: object, builder: object, signature: object, args: list[object]) -> object:
-        dst_data = context.make_array(signature.args[0])(context, builder, args[0]).data  # type: ignore[attr-defined]
-        src_data = context.make_array(signature.args[2])(context, builder, args[2]).data  # type: ignore[attr-defined]
-        cgutils.raw_memcpy(
-            builder, builder.gep(dst_data, [args[1]]), builder.gep(src_data, [args[3]]), args[4], 1  # type: ignore[attr-defined]
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        dst_data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        src_data = context.make_array(signature.args[2])(context, builder, args[2]).data
+        cgutils.raw_memcpy(  # type: ignore[no-untyped-call]
+            builder, builder.gep(dst_data, [args[1]]), builder.gep(src_data, [args[3]]), args[4], 1
         )
-        return context.get_dummy_value()  # type: ignore[attr-defined]
+        return context.get_dummy_value()
 
     return sig, codegen
+
+
+_memcpy: Any = intrinsic(_memcpy_typer)
 
 
 @njit(cache=True, inline="always")
@@ -124,7 +128,7 @@ def scan_entries(buf: np.ndarray, start: int, end: int, table: np.ndarray) -> tu
     while True:
         if pos >= end:
             return n, pos, STOP_END
-        if end - pos < _HEADER_SIZE_UP_TO_MAGIC:
+        if end - pos <= _HEADER_SIZE_UP_TO_MAGIC:  # Kafka: position >= end - 17 ends the walk
             return n, pos, STOP_INCOMPLETE
         if n >= capacity:
             return n, pos, STOP_MAX_ENTRIES
@@ -175,10 +179,10 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     Lengths and deltas of ordinary records take one or two bytes: those skip the general loop.
     """
     if end - pos >= 2:
-        b0 = np.int64(buf[pos])
+        b0 = int(buf[pos])
         if b0 < 0x80:
             return (b0 >> 1) ^ -(b0 & 1), pos + 1
-        b1 = np.int64(buf[pos + 1])
+        b1 = int(buf[pos + 1])
         if b1 < 0x80:
             raw = (b0 & 0x7F) | (b1 << 7)
             return (raw >> 1) ^ -(raw & 1), pos + 2
@@ -187,6 +191,7 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
 
 @njit(cache=True)
 def _varint_long(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    """``_varint`` of any length up to 10 bytes."""
     raw = np.uint64(0)
     shift = np.uint64(0)
     while True:
@@ -402,45 +407,26 @@ def _put_be(out: np.ndarray, pos: int, v: int, width: int) -> None:
 
 
 @njit(cache=True, inline="always")
-def _record_body_size(
+def _field_size(length: int) -> int:
+    """Bytes of a length-prefixed field; -1 is null (the length alone)."""
+    return 1 if length < 0 else _varint_size(length) + length
+
+
+@njit(cache=True, inline="always")
+def _headers_size(
     row: int,
-    ts_delta: int,
-    offset_delta: int,
-    key_offsets: np.ndarray,
-    key_valid: np.ndarray,
-    value_offsets: np.ndarray,
-    value_valid: np.ndarray,
-    has_headers: bool,
     header_list_offsets: np.ndarray,
     header_key_offsets: np.ndarray,
     header_value_offsets: np.ndarray,
     header_value_valid: np.ndarray,
 ) -> int:
-    size = 1 + _varint_size(ts_delta) + _varint_size(offset_delta)
-    if key_valid[row]:
-        klen = key_offsets[row + 1] - key_offsets[row]
-        size += _varint_size(klen) + klen
-    else:
-        size += 1
-    if value_valid[row]:
-        vlen = value_offsets[row + 1] - value_offsets[row]
-        size += _varint_size(vlen) + vlen
-    else:
-        size += 1
-    if has_headers:
-        first = header_list_offsets[row]
-        last = header_list_offsets[row + 1]
-        size += _varint_size(last - first)
-        for h in range(first, last):
-            hk = header_key_offsets[h + 1] - header_key_offsets[h]
-            size += _varint_size(hk) + hk
-            if header_value_valid[h]:
-                hv = header_value_offsets[h + 1] - header_value_offsets[h]
-                size += _varint_size(hv) + hv
-            else:
-                size += 1
-    else:
-        size += 1
+    """Bytes of a record's header count and headers."""
+    first = header_list_offsets[row]
+    last = header_list_offsets[row + 1]
+    size = _varint_size(last - first)
+    for h in range(first, last):
+        size += _field_size(header_key_offsets[h + 1] - header_key_offsets[h])
+        size += _field_size(header_value_offsets[h + 1] - header_value_offsets[h] if header_value_valid[h] else -1)
     return size
 
 
@@ -498,20 +484,18 @@ def encode_v2_batches(
         count = 0
         while row < end_row and count < max_batch_records:
             ts = timestamps[row]
-            body = _record_body_size(
-                row,
-                ts - base_ts,
-                count,
-                key_offsets,
-                key_valid,
-                value_offsets,
-                value_valid,
-                has_headers,
-                header_list_offsets,
-                header_key_offsets,
-                header_value_offsets,
-                header_value_valid,
-            )
+            # Only scalars go into the size helpers unless there are headers: numba keeps a reference count on
+            # each array passed to an inlined helper that loops, two atomic operations per array and record
+            # that its pruning does not remove, and they cost more than the rest of the encoder.
+            klen = key_offsets[row + 1] - key_offsets[row] if key_valid[row] else -1
+            vlen = value_offsets[row + 1] - value_offsets[row] if value_valid[row] else -1
+            body = 1 + _varint_size(ts - base_ts) + _varint_size(count) + _field_size(klen) + _field_size(vlen)
+            if has_headers:
+                body += _headers_size(
+                    row, header_list_offsets, header_key_offsets, header_value_offsets, header_value_valid
+                )
+            else:
+                body += 1
             rec_size = _varint_size(body) + body
             if count > 0 and pos - batch_start + rec_size > max_batch_bytes:
                 break
