@@ -43,7 +43,13 @@ import crc32c as _crc32c
 import numpy as np
 import pyarrow as pa
 
-from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, InvalidOffsetError, OffsetOutOfRangeError
+from pysparklog.errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidLogDirectoryError,
+    InvalidOffsetError,
+    OffsetOutOfRangeError,
+)
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LogConfig
 from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex, max_entries
@@ -60,7 +66,7 @@ from pysparklog.storage.records.default_records import (
     TIMESTAMP_TYPE_MASK,
     TimestampType,
 )
-from pysparklog.storage.records.memory_records import scan, verify_crcs
+from pysparklog.storage.records.memory_records import EntryTable, scan, verify_crcs
 from pysparklog.storage.segment import LOG_SUFFIX, LogSegment, parse_segment_name
 
 STATE_FILE = "pysparklog.state"
@@ -426,8 +432,6 @@ class PartitionLog:
             raise CorruptRecordError("only magic 2 record batches can be appended", file="<append>")
         too_large = np.flatnonzero(entries.sizes > self.config.max_message_bytes)
         if len(too_large):
-            from pysparklog.errors import InvalidConfigError
-
             raise InvalidConfigError(
                 f"record batch of {int(entries.sizes[too_large[0]])} bytes exceeds max.message.bytes "
                 f"({self.config.max_message_bytes})"
@@ -437,10 +441,7 @@ class PartitionLog:
             active = self._sync_for_write(fd)
             return self._append_locked(fd, active, buf, entries)
 
-    def _append_locked(self, fd: int, active: _ActiveSegment, buf: np.ndarray, entries: object) -> AppendInfo:
-        from pysparklog.storage.records.memory_records import EntryTable
-
-        assert isinstance(entries, EntryTable)
+    def _append_locked(self, fd: int, active: _ActiveSegment, buf: np.ndarray, entries: EntryTable) -> AppendInfo:
         now = int(time.time() * 1000)
         log_append = self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         view = memoryview(buf)
@@ -455,7 +456,8 @@ class PartitionLog:
             if log_append:
                 struct.pack_into(">h", view, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
                 struct.pack_into(">q", view, pos + MAX_TIMESTAMP_OFFSET, now)
-                struct.pack_into(">I", view, pos + CRC_OFFSET, _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]))
+                crc = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
+                struct.pack_into(">I", view, pos + CRC_OFFSET, crc)
                 batch_max_ts = now
             last_offset = next_offset + last_delta
             if self._should_roll(active, size, batch_max_ts, last_offset, now):
@@ -615,7 +617,8 @@ class PartitionLog:
                 active = self._load_active(state)
             size = active.segment.size()
             if size > state.active_size:
-                active = self._recover_tail(fd, active)
+                # A writer died after writing past the acknowledged size: keep what is valid, cut the rest.
+                active = self._recover(fd, state.recovery_point, only_active=True)
             elif size < state.active_size:
                 active = self._recover(fd, state.recovery_point)
         else:
@@ -638,10 +641,6 @@ class PartitionLog:
             state, segment, len(index), int(index.positions[-1]) if len(index) else 0, len(time_index),
             time_index.last_entry[0], first_ts, int(os.path.getctime(segment.log_path) * 1000),
         )
-
-    def _recover_tail(self, fd: int, active: _ActiveSegment) -> _ActiveSegment:
-        """A writer died after writing past the acknowledged size: keep what is valid, cut the rest."""
-        return self._recover(fd, active.state.recovery_point, only_active=True)
 
     def _recover(self, fd: int, recovery_point: int | None, *, only_active: bool = False) -> _ActiveSegment:
         """Kafka's log recovery (``LogLoader``) for this partition, under the write lock.
@@ -737,7 +736,8 @@ class PartitionLog:
         prefix = f"{self.topic}-"
         for name in sorted(os.listdir(parent)):
             if name.startswith(prefix) and name[len(prefix) :].isdigit() and name != os.path.basename(self.directory):
-                topic_id = checkpoints.read_partition_metadata(os.path.join(parent, name, checkpoints.PARTITION_METADATA))
+                metadata = os.path.join(parent, name, checkpoints.PARTITION_METADATA)
+                topic_id = checkpoints.read_partition_metadata(metadata)
                 if topic_id is not None:
                     return topic_id
         return checkpoints.new_topic_id()
