@@ -1,0 +1,31 @@
+"""``python -m benchmarks``: every benchmark in one run, printed as one Markdown table."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+
+from benchmarks import bench_log, bench_records
+from benchmarks.common import RECORDS, markdown, pin_to_one_core, records_table
+
+
+def main() -> int:
+    core = pin_to_one_core()
+    started = time.perf_counter()
+    table = records_table()
+    results = bench_records.run(table) + bench_log.run(table)
+    print(
+        f"pysparklog benchmarks: {RECORDS:,} records (10-byte keys, 100-byte values), pinned to core {core} "
+        f"of {os.cpu_count()}, Python {platform.python_version()}; figures are medians of repeats, best in brackets\n"
+    )
+    print(markdown(results))
+    judged = [r for r in results if r.passed is not None]
+    met = sum(1 for r in judged if r.passed)
+    print(f"\n{met} of {len(judged)} targets met ({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""What every benchmark shares: the data set, the timer, the result rows and the Markdown table.
+
+The machine the figures come from is small and shared, so every benchmark runs pinned to one core,
+repeats each measurement and reports the median (best in brackets); a ratio is only ever taken
+between figures of the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+RECORDS = 1_000_000
+KEY_BYTES = 10
+VALUE_BYTES = 100
+TOPIC = "bench"
+_FIRST_TIMESTAMP_MS = 1_700_000_000_000
+
+# A 100-byte JSON event: digits vary per record, the rest repeats, so zstd sees realistic redundancy.
+_VALUE_TEMPLATE = b'{"id":##########,"user":"u######","amount":#####.##,"currency":"EUR","status":"settled"}'
+_VALUE_TEMPLATE = _VALUE_TEMPLATE.ljust(VALUE_BYTES, b" ")
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One row of the final table; ``passed`` is None for figures without a target."""
+
+    what: str
+    figure: str
+    target: str = "-"
+    passed: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Seconds of each repeat of one measurement."""
+
+    seconds: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def best(self) -> float:
+        return min(self.seconds)
+
+    def rate(self, items: int) -> tuple[float, float]:
+        """(median, best) items per second."""
+        return items / self.median, items / self.best
+
+
+def pin_to_one_core() -> int:
+    """Run on one core only, as the targets are stated per core; returns the core."""
+    core = max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {core})
+    return core
+
+
+def measure(fn: Callable[[], object], repeats: int, *, warmup: int = 1) -> Timing:
+    """Time ``fn`` ``repeats`` times after ``warmup`` untimed calls (JIT loading, page cache, pools)."""
+    for _ in range(warmup):
+        fn()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - start)
+    return Timing(seconds)
+
+
+def _digits(values: np.ndarray, width: int) -> np.ndarray:
+    """ASCII decimal digits of ``values``, zero-padded to ``width``: shape (len(values), width)."""
+    powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)
+    return ((values[:, None] // powers) % 10 + ord("0")).astype(np.uint8)
+
+
+def _fill(template: bytes, columns: list[np.ndarray]) -> np.ndarray:
+    """One row of ``template`` per record with its ``#`` runs replaced by ``columns`` in order."""
+    rows = np.tile(np.frombuffer(template, np.uint8), (len(columns[0]), 1))
+    for run, digits in zip(re.finditer(rb"#+", template), columns, strict=True):
+        rows[:, run.start() : run.end()] = digits
+    return rows
+
+
+def _binary(rows: np.ndarray) -> pa.Array:
+    n, width = rows.shape
+    offsets = np.arange(n + 1, dtype=np.int32) * width
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(rows.tobytes())])
+
+
+def records_table(n: int = RECORDS, *, seed: int = 7) -> pa.Table:
+    """``n`` records with 10-byte keys, 100-byte values and increasing millisecond timestamps."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(n, dtype=np.int64)
+    keys = _digits(ids, KEY_BYTES)
+    values = _fill(
+        _VALUE_TEMPLATE,
+        [
+            _digits(ids, 10),
+            _digits(rng.integers(0, 10**6, n), 6),
+            _digits(rng.integers(0, 10**5, n), 5),
+            _digits(rng.integers(0, 100, n), 2),
+        ],
+    )
+    return pa.table(
+        {
+            "key": _binary(keys),
+            "value": _binary(values),
+            "timestamp": pa.array(ids + _FIRST_TIMESTAMP_MS, pa.int64()),
+        }
+    )
+
+
+def rate(records_per_second: float) -> str:
+    return f"{records_per_second / 1e6:.2f} M rec/s"
+
+
+def rate_figure(timing: Timing, items: int) -> str:
+    median, best = timing.rate(items)
+    return f"{rate(median)} (best {best / 1e6:.2f})"
+
+
+def markdown(results: list[Result]) -> str:
+    """The results as a Markdown table: what, figure, target, pass/fail."""
+    lines = ["| What | Figure | Target | Result |", "| --- | --- | --- | --- |"]
+    for r in results:
+        verdict = "-" if r.passed is None else ("pass" if r.passed else "FAIL")
+        lines.append(f"| {r.what} | {r.figure} | {r.target} | {verdict} |")
+    return "\n".join(lines)
