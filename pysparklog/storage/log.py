@@ -37,7 +37,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import crc32c as _crc32c
 import numpy as np
@@ -180,6 +180,10 @@ class _ActiveSegment:
     last_time_index_ts: int
     first_batch_max_ts: int  # Kafka's rollingBasedTimestamp, -1 when unknown
     created_ms: int
+    roll_jitter_ms: int  # Kafka's per-segment random reduction of segment.ms
+    # Index entries of batches not yet written, written right after their batches.
+    pending_index: list[tuple[int, int]] = field(default_factory=list)
+    pending_time_index: list[tuple[int, int]] = field(default_factory=list)
 
 
 class PartitionLog:
@@ -462,7 +466,7 @@ class PartitionLog:
             last_offset = next_offset + last_delta
             if self._should_roll(active, size, batch_max_ts, last_offset, now):
                 if pending_start is not None:
-                    self._write_log(active, view[pending_start:pending_end])
+                    self._write_pending(active, view[pending_start:pending_end])
                     pending_start = None
                 active = self._roll(fd, active, next_offset, now)
             struct.pack_into(">q", view, pos + BASE_OFFSET_OFFSET, next_offset)
@@ -475,7 +479,7 @@ class PartitionLog:
             max_ts = max(max_ts, batch_max_ts)
             next_offset = last_offset + 1
         if pending_start is not None:
-            self._write_log(active, view[pending_start:pending_end])
+            self._write_pending(active, view[pending_start:pending_end])
         self._maybe_flush(fd, active, now)
         self._write_state(fd, active.state)
         return AppendInfo(first_offset, next_offset - 1, records, now if log_append else -1, max_ts)
@@ -490,7 +494,7 @@ class PartitionLog:
             return True
         rolling_ts = active.first_batch_max_ts
         waited = (max_ts - rolling_ts) if rolling_ts >= 0 else (now - active.created_ms)
-        if waited > cfg.segment_ms - self._jitter(active.segment.base_offset):
+        if waited > cfg.segment_ms - active.roll_jitter_ms:
             return True
         if active.index_entries >= max_entries(cfg.segment_index_bytes, OFFSET_INDEX_ENTRY_SIZE):
             return True
@@ -507,30 +511,34 @@ class PartitionLog:
         """Per-batch index maintenance, exactly as ``LogSegment.append`` does it."""
         state = active.state
         position = state.active_size
-        if max_ts > state.max_timestamp:
-            state = replace(state, max_timestamp=max_ts, offset_of_max_timestamp=last_offset)
+        max_ts_so_far, offset_of_max = state.max_timestamp, state.offset_of_max_timestamp
+        if max_ts > max_ts_so_far:
+            max_ts_so_far, offset_of_max = max_ts, last_offset
         if position - active.last_index_position > self.config.index_interval_bytes:
-            seg = active.segment
-            with open(seg.index_path, "ab") as f:
-                f.write(OffsetIndex.encode(seg.base_offset, [last_offset], [position]))
+            active.pending_index.append((last_offset, position))
             active.index_entries += 1
             active.last_index_position = position
-            self._maybe_append_time_index(active, state.max_timestamp, state.offset_of_max_timestamp)
+            self._maybe_append_time_index(active, max_ts_so_far, offset_of_max)
         if active.first_batch_max_ts < 0 and position == 0:
             active.first_batch_max_ts = max_ts
         # Kept current batch by batch: a roll in the middle of an append records the true log end.
-        active.state = replace(state, active_size=position + size, log_end_offset=last_offset + 1)
+        active.state = replace(
+            state, active_size=position + size, log_end_offset=last_offset + 1, max_timestamp=max_ts_so_far,
+            offset_of_max_timestamp=offset_of_max,
+        )
 
     def _maybe_append_time_index(self, active: _ActiveSegment, ts: int, offset: int) -> None:
         if ts > active.last_time_index_ts:
-            seg = active.segment
-            with open(seg.time_index_path, "ab") as f:
-                f.write(TimeIndex.encode(seg.base_offset, [ts], [offset]))
+            active.pending_time_index.append((ts, offset))
             active.time_index_entries += 1
             active.last_time_index_ts = ts
 
-    def _write_log(self, active: _ActiveSegment, data: memoryview) -> None:
-        """Write at the end of the acknowledged bytes; undo a partial write before re-raising."""
+    def _write_pending(self, active: _ActiveSegment, data: memoryview) -> None:
+        """Write the batches at the end of the acknowledged bytes, then their index entries.
+
+        A partial write is undone before the error is raised; the log goes first so an index
+        entry never points past the data.
+        """
         end = active.state.active_size
         start = end - len(data)
         fd = os.open(active.segment.log_path, os.O_WRONLY)
@@ -543,11 +551,26 @@ class PartitionLog:
             raise
         finally:
             os.close(fd)
+        self._write_pending_indexes(active)
+
+    def _write_pending_indexes(self, active: _ActiveSegment) -> None:
+        seg = active.segment
+        if active.pending_index:
+            offsets, positions = zip(*active.pending_index, strict=True)
+            with open(seg.index_path, "ab") as f:
+                f.write(OffsetIndex.encode(seg.base_offset, list(offsets), list(positions)))
+            active.pending_index.clear()
+        if active.pending_time_index:
+            stamps, offsets = zip(*active.pending_time_index, strict=True)
+            with open(seg.time_index_path, "ab") as f:
+                f.write(TimeIndex.encode(seg.base_offset, list(stamps), list(offsets)))
+            active.pending_time_index.clear()
 
     def _roll(self, fd: int, active: _ActiveSegment, new_base: int, now: int) -> _ActiveSegment:
         """Close the active segment as Kafka's ``LocalLog.roll`` does and start one at ``new_base``."""
         old = active.segment
         self._maybe_append_time_index(active, active.state.max_timestamp, active.state.offset_of_max_timestamp)
+        self._write_pending_indexes(active)
         for path in (old.log_path, old.index_path, old.time_index_path):
             _fsync(path)
         new_base = max(new_base, active.state.log_end_offset)
@@ -559,7 +582,7 @@ class PartitionLog:
         )
         self._write_state(fd, state)
         self._write_checkpoints(state)
-        return _ActiveSegment(state, segment, 0, 0, 0, -1, -1, now)
+        return _ActiveSegment(state, segment, 0, 0, 0, -1, -1, now, self._jitter(new_base))
 
     def _create_segment(self, base: int) -> LogSegment:
         segment = self.segment(base)
@@ -640,6 +663,7 @@ class PartitionLog:
         return _ActiveSegment(
             state, segment, len(index), int(index.positions[-1]) if len(index) else 0, len(time_index),
             time_index.last_entry[0], first_ts, int(os.path.getctime(segment.log_path) * 1000),
+            self._jitter(segment.base_offset),
         )
 
     def _recover(self, fd: int, recovery_point: int | None, *, only_active: bool = False) -> _ActiveSegment:
