@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     for p in range(PARTITIONS):
         rows = events.filter(pa.array(partition_of == p))
         info = logs.partition(TOPIC, p).append_arrow(rows, BatchSettings(codec=Codec.ZSTD))
-        print(f"produced {info.record_count:>8,} records to {TOPIC}-{p} at offsets {info.first_offset}..{info.last_offset}")
+        offsets = f"{info.first_offset}..{info.last_offset}"
+        print(f"produced {info.record_count:>8,} records to {TOPIC}-{p}, offsets {offsets}")
     produced_s = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -68,14 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         expected = events.filter(pa.array(partition_of == p))
         assert read.column("value").equals(expected.column("value")), f"partition {p} differs"
         total += read.num_rows
-        print(
-            f"read     {read.num_rows:>8,} records from {TOPIC}-{p}: offsets {log.log_start_offset}..{log.log_end_offset - 1}, "
-            f"{len(log.segments())} segment(s)"
-        )
+        offsets = f"{log.log_start_offset}..{log.log_end_offset - 1}"
+        segments = len(log.segments())
+        print(f"read     {read.num_rows:>8,} records from {TOPIC}-{p}, offsets {offsets}, {segments} segment(s)")
     read_s = time.perf_counter() - started
     print(f"\n{total:,} records produced in {produced_s:.2f} s and read back in {read_s:.2f} s, all equal.")
     print(f"Log directory: {logs.path}")
-    print(f"Inspect a segment with Kafka's dump format:  pysparklog dump-log --files {logs.path}/{TOPIC}-0/00000000000000000000.log")
+    first_segment = os.path.join(logs.path, f"{TOPIC}-0", "00000000000000000000.log")
+    print(f"Inspect a segment in Kafka's dump format:  pysparklog dump-log --files {first_segment} --deep-iteration")
     return 0
 
 

@@ -346,7 +346,12 @@ def _records(chunk: Chunk, i: int, path: str) -> list[_Record]:
         return [_Record(r.offset, r.timestamp, r.key, r.value, [], (r.is_valid, r.crc)) for r in entry.records]
     records = []
     for batch in decode_entries(
-        chunk.buf, chunk.entries.select(slice(i, i + 1)), topic="", partition=0, include_headers=True, file=path,
+        chunk.buf,
+        chunk.entries.select(slice(i, i + 1)),
+        topic="",
+        partition=0,
+        include_headers=True,
+        file=path,
         base_position=chunk.position,
     ):
         headers = batch.column("headers")

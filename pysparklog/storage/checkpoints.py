@@ -84,8 +84,9 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
     result = {}
     for fields in entries:
         if len(fields) != 3:
-            raise CorruptRecordError(f"checkpoint entry {' '.join(fields)!r} is not '<topic> <partition> <offset>'",
-                                     file=path)
+            raise CorruptRecordError(
+                f"checkpoint entry {' '.join(fields)!r} is not '<topic> <partition> <offset>'", file=path
+            )
         result[(fields[0], int(fields[1]))] = int(fields[2])
     return result
 

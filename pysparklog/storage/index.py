@@ -17,7 +17,6 @@ end, as in Kafka's ``DumpLogSegments``.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -268,12 +267,3 @@ class TransactionIndex:
 
     def __len__(self) -> int:
         return len(self.versions)
-
-
-def check_entry_file(path: str, entry_size: int) -> None:
-    """Raise when an index file's length is not a whole number of entries (Kafka's sanity check)."""
-    size = os.path.getsize(path)
-    if size % entry_size:
-        raise CorruptRecordError(
-            f"index file length {size} is not a multiple of the entry size {entry_size}", file=path, position=size
-        )

@@ -124,8 +124,16 @@ class LogState:
 
     def encode(self) -> bytes:
         body = _STATE.pack(
-            _STATE_MAGIC, _STATE_VERSION, self.boot_id, self.active_base, self.active_size, self.log_end_offset,
-            self.max_timestamp, self.offset_of_max_timestamp, self.log_start_offset, self.recovery_point,
+            _STATE_MAGIC,
+            _STATE_VERSION,
+            self.boot_id,
+            self.active_base,
+            self.active_size,
+            self.log_end_offset,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+            self.log_start_offset,
+            self.recovery_point,
             self.last_flush_ms,
         )
         return body + struct.pack(">I", _crc32c.crc32c(body))
@@ -141,7 +149,10 @@ class LogState:
         magic, version, boot, *values = _STATE.unpack(body)
         if magic != _STATE_MAGIC or version != _STATE_VERSION:
             return None
-        return cls(*values, boot_id=boot)
+        active_base, active_size, end, max_ts, offset_of_max_ts, log_start, recovery_point, flushed = values
+        return cls(
+            active_base, active_size, end, max_ts, offset_of_max_ts, log_start, recovery_point, flushed, boot_id=boot
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,8 +359,13 @@ class PartitionLog:
                 entries = chunk.entries
                 data = entries.select(~entries.is_control)
                 for batch in decode_entries(
-                    chunk.buf, data, topic=self.topic, partition=self.partition, include_headers=include_headers,
-                    file=segment.log_path, base_position=chunk.position,
+                    chunk.buf,
+                    data,
+                    topic=self.topic,
+                    partition=self.partition,
+                    include_headers=include_headers,
+                    file=segment.log_path,
+                    base_position=chunk.position,
                 ):
                     offsets = batch.column("offset").to_numpy()
                     lo = int(np.searchsorted(offsets, start, side="left"))
@@ -405,8 +421,11 @@ class PartitionLog:
             end = self.log_end_offset
             return AppendInfo(end, end - 1, 0, -1, -1)
         return AppendInfo(
-            infos[0].first_offset, infos[-1].last_offset, sum(i.record_count for i in infos),
-            infos[-1].log_append_time_ms, max(i.max_timestamp for i in infos),
+            infos[0].first_offset,
+            infos[-1].last_offset,
+            sum(i.record_count for i in infos),
+            infos[-1].log_append_time_ms,
+            max(i.max_timestamp for i in infos),
         )
 
     def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:
@@ -427,8 +446,9 @@ class PartitionLog:
             entries = scan(buf, file="<append>")
             verify_crcs(buf, entries, file="<append>")
         if entries.incomplete_tail or entries.stop_position != len(buf):
-            raise CorruptRecordError("appended bytes end inside a record batch", file="<append>",
-                                     position=entries.stop_position)
+            raise CorruptRecordError(
+                "appended bytes end inside a record batch", file="<append>", position=entries.stop_position
+            )
         if len(entries) == 0:
             end = self.log_end_offset
             return AppendInfo(end, end - 1, 0, -1, -1)
@@ -448,7 +468,7 @@ class PartitionLog:
     def _append_locked(self, fd: int, active: _ActiveSegment, buf: np.ndarray, entries: EntryTable) -> AppendInfo:
         now = int(time.time() * 1000)
         log_append = self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-        view = memoryview(buf)
+        view = buf.data
         first_offset = active.state.log_end_offset
         next_offset = first_offset
         records = 0
@@ -523,7 +543,10 @@ class PartitionLog:
             active.first_batch_max_ts = max_ts
         # Kept current batch by batch: a roll in the middle of an append records the true log end.
         active.state = replace(
-            state, active_size=position + size, log_end_offset=last_offset + 1, max_timestamp=max_ts_so_far,
+            state,
+            active_size=position + size,
+            log_end_offset=last_offset + 1,
+            max_timestamp=max_ts_so_far,
             offset_of_max_timestamp=offset_of_max,
         )
 
@@ -577,8 +600,13 @@ class PartitionLog:
         self._producers.take_snapshot(self._bases, active.state.active_base, active.state.active_size, new_base)
         segment = self._create_segment(new_base)
         state = replace(
-            active.state, active_base=new_base, active_size=0, max_timestamp=-1, offset_of_max_timestamp=new_base,
-            recovery_point=new_base, last_flush_ms=now,
+            active.state,
+            active_base=new_base,
+            active_size=0,
+            max_timestamp=-1,
+            offset_of_max_timestamp=new_base,
+            recovery_point=new_base,
+            last_flush_ms=now,
         )
         self._write_state(fd, state)
         self._write_checkpoints(state)
@@ -625,7 +653,9 @@ class PartitionLog:
 
         first_base = self._bases[0] if self._bases else state.active_base
         update_log_dir_checkpoints(
-            self.checkpoint_dir, (self.topic, self.partition), state.recovery_point,
+            self.checkpoint_dir,
+            (self.topic, self.partition),
+            state.recovery_point,
             state.log_start_offset if state.log_start_offset > first_base else None,
         )
 
@@ -661,8 +691,14 @@ class PartitionLog:
             if first is not None:
                 first_ts = int(first.entries.max_timestamps[0])
         return _ActiveSegment(
-            state, segment, len(index), int(index.positions[-1]) if len(index) else 0, len(time_index),
-            time_index.last_entry[0], first_ts, int(os.path.getctime(segment.log_path) * 1000),
+            state,
+            segment,
+            len(index),
+            int(index.positions[-1]) if len(index) else 0,
+            len(time_index),
+            time_index.last_entry[0],
+            first_ts,
+            int(os.path.getctime(segment.log_path) * 1000),
             self._jitter(segment.base_offset),
         )
 
@@ -711,9 +747,14 @@ class PartitionLog:
         now = int(time.time() * 1000)
         log_start = self._checkpointed_log_start(bases[0])
         state = LogState(
-            segment.base_offset, size, max(end_offset, segment.base_offset), build.max_timestamp,
-            build.offset_of_max_timestamp if build.max_timestamp >= 0 else segment.base_offset, log_start,
-            min(recovery_point, end_offset), now,
+            segment.base_offset,
+            size,
+            max(end_offset, segment.base_offset),
+            build.max_timestamp,
+            build.offset_of_max_timestamp if build.max_timestamp >= 0 else segment.base_offset,
+            log_start,
+            min(recovery_point, end_offset),
+            now,
         )
         self._ensure_partition_files(bases[0])
         self._write_state(fd, state)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysparklog.errors import CorruptRecordError
 from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
@@ -169,7 +168,7 @@ class LogSegment:
                 want = min(max_bytes, end - pos)
                 buf = np.empty(want, dtype=np.uint8)
                 f.seek(pos)
-                got = f.readinto(memoryview(buf)) or 0
+                got = f.readinto(buf.data) or 0
                 buf = buf[:got]
                 entries = scan(buf, file=self.log_path, base_position=pos, strict=strict)
                 if entries.corrupt and len(entries) == 0:
@@ -236,7 +235,11 @@ class LogSegment:
             reaching = np.flatnonzero(chunk.entries.max_timestamps >= timestamp)
             for i in reaching.tolist():
                 for batch in decode_entries(
-                    chunk.buf, chunk.entries.select(slice(i, i + 1)), topic="", partition=0, file=self.log_path,
+                    chunk.buf,
+                    chunk.entries.select(slice(i, i + 1)),
+                    topic="",
+                    partition=0,
+                    file=self.log_path,
                     base_position=chunk.position,
                 ):
                     offsets = batch.column("offset").to_numpy()
@@ -264,7 +267,8 @@ class LogSegment:
             bad = entry_crc_error(chunk.buf, entries)
             last = entries.last_offsets
             out_of_range = np.flatnonzero(
-                (entries.base_offsets < self.base_offset) | (last - self.base_offset > 2**31 - 1)
+                (entries.base_offsets < self.base_offset)
+                | (last - self.base_offset > 2**31 - 1)
                 | (entries.column(k.E_LAST_OFFSET_DELTA) < 0)
             )
             stop = min([len(entries)] + ([bad] if bad >= 0 else []) + out_of_range[:1].tolist())
@@ -289,20 +293,10 @@ class LogSegment:
 
     def indexes_intact(self) -> bool:
         """Both index files exist, hold whole entries and pass Kafka's sanity rules."""
-        for path, entry_size in ((self.index_path, OFFSET_INDEX_ENTRY_SIZE), (self.time_index_path, TIME_INDEX_ENTRY_SIZE)):
+        for path, entry_size in (
+            (self.index_path, OFFSET_INDEX_ENTRY_SIZE),
+            (self.time_index_path, TIME_INDEX_ENTRY_SIZE),
+        ):
             if not os.path.exists(path) or os.path.getsize(path) % entry_size:
                 return False
         return self.offset_index().is_consistent(self.size()) and self.time_index().is_consistent()
-
-    def check_sanity(self) -> None:
-        """Kafka's index sanity checks; raises CorruptRecordError naming the index file."""
-        size = self.size()
-        for path, entry_size in ((self.index_path, 8), (self.time_index_path, 12)):
-            if os.path.exists(path) and os.path.getsize(path) % entry_size:
-                raise CorruptRecordError(
-                    f"index file size {os.path.getsize(path)} is not a multiple of {entry_size}", file=path
-                )
-        if not self.offset_index().is_consistent(size):
-            raise CorruptRecordError("offset index entries are not increasing or point past the log", file=self.index_path)
-        if not self.time_index().is_consistent():
-            raise CorruptRecordError("time index entries are not increasing", file=self.time_index_path)

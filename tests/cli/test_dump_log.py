@@ -210,8 +210,7 @@ def test_a_corrupt_size_field_ends_the_dump_after_the_batches_before_it(tmp_path
         ),
         (
             ("dump-log", "--files", ",x.log"),
-            "pysparklog dump-log: error: argument --files: expected a comma-separated list of file names, "
-            "got ',x.log'",
+            "pysparklog dump-log: error: argument --files: expected a comma-separated list of file names, got ',x.log'",
         ),
         (
             ("dump-log", "--files", f"{SEGMENT}.log", "--no-such-option"),

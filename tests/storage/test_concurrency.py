@@ -62,7 +62,10 @@ def test_four_processes_append_to_one_partition_while_another_reads(tmp_path: Pa
     total = 1 + WRITERS * BATCHES * ROWS
     reader = subprocess.Popen(
         [sys.executable, "-c", _READER.format(), str(tmp_path), str(total)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     writers = [
         subprocess.Popen([sys.executable, "-c", writer_code, str(tmp_path), f"w{i}"], stderr=subprocess.PIPE, env=env)

@@ -16,7 +16,9 @@ def test_a_roll_snapshots_the_state_of_idempotent_producers(tmp_path: Path) -> N
     first = log.append_arrow(
         keyed_table(10, ts_start=1000), BatchSettings(producer_id=7, producer_epoch=1, base_sequence=0)
     )
-    log.append_arrow(keyed_table(5, start=10, ts_start=1000), BatchSettings(producer_id=9, producer_epoch=0, base_sequence=40))
+    log.append_arrow(
+        keyed_table(5, start=10, ts_start=1000), BatchSettings(producer_id=9, producer_epoch=0, base_sequence=40)
+    )
     log.append_arrow(keyed_table(60, start=15, ts_start=1000), BatchSettings(max_batch_bytes=1000))  # rolls
     bases = [s.base_offset for s in log.segments()]
     assert len(bases) > 1

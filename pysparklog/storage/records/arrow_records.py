@@ -125,7 +125,7 @@ def _record_sections(buf: np.ndarray, entries: EntryTable, file: str | None, bas
     pieces: list[np.ndarray | bytes] = []
     new_start = np.empty(len(entries), dtype=np.int64)
     cursor = 0
-    view = memoryview(buf)
+    view = buf.data
     compressed_set = set(compressed.tolist())
     for i, (a, b) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
         if i in compressed_set:
@@ -240,12 +240,18 @@ def _decode_v2(
     ]
     if include_headers:
         header_keys = _binary(
-            header_key_offsets, np.ones(n_headers, np.uint8), header_key_data[: header_key_offsets[n_headers]],
-            n_headers, pa.string(),
+            header_key_offsets,
+            np.ones(n_headers, np.uint8),
+            header_key_data[: header_key_offsets[n_headers]],
+            n_headers,
+            pa.string(),
         )
         header_values = _binary(
-            header_value_offsets, header_value_valid, header_value_data[: header_value_offsets[n_headers]],
-            n_headers, pa.binary(),
+            header_value_offsets,
+            header_value_valid,
+            header_value_data[: header_value_offsets[n_headers]],
+            n_headers,
+            pa.binary(),
         )
         structs = pa.StructArray.from_arrays([header_keys, header_values], fields=list(HEADER_TYPE.value_type))
         has_headers = np.diff(header_list_offsets) > 0
@@ -268,7 +274,7 @@ def _decode_legacy(
     base_position: int,
 ) -> pa.RecordBatch:
     """Legacy messages are decoded per message: they exist only in segments written by old brokers."""
-    view = memoryview(buf)
+    view = buf.data
     records = [
         record
         for pos in entries.positions.tolist()
@@ -428,8 +434,20 @@ def _columns(batch: pa.RecordBatch, now_ms: int) -> _Columns:
     empty8 = np.empty(0, np.uint8)
     if "headers" not in names or batch.column("headers").null_count == n:
         return _Columns(
-            key_offsets, key_valid, key_data, value_offsets, value_valid, value_data, timestamps,
-            False, empty32, empty32, empty8, empty32, empty8, empty8,
+            key_offsets,
+            key_valid,
+            key_data,
+            value_offsets,
+            value_valid,
+            value_data,
+            timestamps,
+            False,
+            empty32,
+            empty32,
+            empty8,
+            empty32,
+            empty8,
+            empty8,
         )
     headers = batch.column("headers")
     if not (pa.types.is_list(headers.type) and pa.types.is_struct(headers.type.value_type)):
@@ -443,8 +461,20 @@ def _columns(batch: pa.RecordBatch, now_ms: int) -> _Columns:
     hk_offsets, _hk_valid, hk_data = _binary_buffers(entries.field("key"), "headers.key")
     hv_offsets, hv_valid, hv_data = _binary_buffers(entries.field("value"), "headers.value")
     return _Columns(
-        key_offsets, key_valid, key_data, value_offsets, value_valid, value_data, timestamps,
-        True, header_list_offsets, hk_offsets, hk_data, hv_offsets, hv_valid, hv_data,
+        key_offsets,
+        key_valid,
+        key_data,
+        value_offsets,
+        value_valid,
+        value_data,
+        timestamps,
+        True,
+        header_list_offsets,
+        hk_offsets,
+        hk_data,
+        hv_offsets,
+        hv_valid,
+        hv_data,
     )
 
 
@@ -524,11 +554,11 @@ def _finish(out: np.ndarray, table: np.ndarray, used: int, codec: Codec) -> Enco
     """Compress (when asked) and checksum the batches the kernel wrote."""
     positions, sizes, counts = table[:, 0].copy(), table[:, 1].copy(), table[:, 3].copy()
     if codec != Codec.NONE:
-        pieces = []
+        pieces: list[bytes | bytearray] = []
         cursor = 0
         for i, (pos, size) in enumerate(zip(positions.tolist(), sizes.tolist(), strict=True)):
             header = bytearray(out[pos : pos + RECORD_BATCH_OVERHEAD].tobytes())
-            body = compress(codec, memoryview(out)[pos + RECORD_BATCH_OVERHEAD : pos + size])
+            body = compress(codec, out.data[pos + RECORD_BATCH_OVERHEAD : pos + size])
             new_size = RECORD_BATCH_OVERHEAD + len(body)
             header[LENGTH_OFFSET : LENGTH_OFFSET + 4] = (new_size - LOG_OVERHEAD).to_bytes(4, "big")
             pieces += [header, body]
@@ -539,7 +569,7 @@ def _finish(out: np.ndarray, table: np.ndarray, used: int, codec: Codec) -> Enco
         used = cursor
     else:
         out = out[:used]
-    view = memoryview(out)
+    view = out.data
     for pos, size in zip(positions.tolist(), sizes.tolist(), strict=True):
         crc = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
         view[pos + CRC_OFFSET : pos + CRC_OFFSET + 4] = crc.to_bytes(4, "big")
@@ -589,12 +619,30 @@ def encode_arrow(
                 out = _pool_empty(capacity, np.uint8)
                 table = np.empty((min(max_batches, capacity // RECORD_BATCH_OVERHEAD), 4), dtype=np.int64)
                 next_row, n_batches, used = k.encode_v2_batches(
-                    cols.key_offsets, cols.key_valid, cols.key_data,
-                    cols.value_offsets, cols.value_valid, cols.value_data, cols.timestamps,
-                    cols.has_headers, cols.header_list_offsets, cols.header_key_offsets, cols.header_key_data,
-                    cols.header_value_offsets, cols.header_value_valid, cols.header_value_data,
-                    row, end_row, settings.max_batch_bytes, settings.max_batch_records, attributes,
-                    settings.producer_id, settings.producer_epoch, sequence, out, table,
+                    cols.key_offsets,
+                    cols.key_valid,
+                    cols.key_data,
+                    cols.value_offsets,
+                    cols.value_valid,
+                    cols.value_data,
+                    cols.timestamps,
+                    cols.has_headers,
+                    cols.header_list_offsets,
+                    cols.header_key_offsets,
+                    cols.header_key_data,
+                    cols.header_value_offsets,
+                    cols.header_value_valid,
+                    cols.header_value_data,
+                    row,
+                    end_row,
+                    settings.max_batch_bytes,
+                    settings.max_batch_records,
+                    attributes,
+                    settings.producer_id,
+                    settings.producer_epoch,
+                    sequence,
+                    out,
+                    table,
                 )
                 if n_batches:
                     break

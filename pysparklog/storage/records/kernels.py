@@ -208,7 +208,9 @@ def _varint_long(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
 
 
 @njit(cache=True)
-def count_headers(buf: np.ndarray, sec_start: np.ndarray, sec_end: np.ndarray, sec_count: np.ndarray) -> tuple[int, int]:
+def count_headers(
+    buf: np.ndarray, sec_start: np.ndarray, sec_end: np.ndarray, sec_count: np.ndarray
+) -> tuple[int, int]:
     """Count the headers in the given record sections, to size the header buffers exactly.
 
     Returns:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import crc32c as _crc32c
 import numpy as np
+import numpy.typing as npt
 
 from pysparklog.errors import CorruptRecordError
 from pysparklog.storage.records import kernels as k
@@ -51,7 +52,7 @@ class EntryTable:
         corrupt: True when the entry at ``stop_position`` is invalid (non-strict scans only).
     """
 
-    rows: np.ndarray
+    rows: npt.NDArray[np.int64]
     stop_position: int
     incomplete_tail: bool
     corrupt: bool = False
@@ -92,19 +93,19 @@ class EntryTable:
 
     @property
     def is_control(self) -> np.ndarray:
-        return (self.magics >= MAGIC_V2) & ((self.attributes & CONTROL_FLAG_MASK) != 0)
+        return np.asarray((self.magics >= MAGIC_V2) & ((self.attributes & CONTROL_FLAG_MASK) != 0))
 
     @property
     def is_transactional(self) -> np.ndarray:
-        return (self.magics >= MAGIC_V2) & ((self.attributes & TRANSACTIONAL_FLAG_MASK) != 0)
+        return np.asarray((self.magics >= MAGIC_V2) & ((self.attributes & TRANSACTIONAL_FLAG_MASK) != 0))
 
     @property
     def codecs(self) -> np.ndarray:
-        return self.attributes & CODEC_MASK
+        return np.asarray(self.attributes & CODEC_MASK)
 
     @property
     def log_append_time(self) -> np.ndarray:
-        return (self.attributes & TIMESTAMP_TYPE_MASK) != 0
+        return np.asarray((self.attributes & TIMESTAMP_TYPE_MASK) != 0)
 
     def select(self, mask_or_index: np.ndarray | slice) -> EntryTable:
         return EntryTable(self.rows[mask_or_index], self.stop_position, self.incomplete_tail, self.corrupt)
@@ -174,8 +175,10 @@ def entry_crc_error(buf: np.ndarray, entries: EntryTable) -> int:
 
     v2 batches carry CRC-32C over attributes..end; legacy messages CRC-32 over magic..end.
     """
-    view = memoryview(buf)
-    for i, (pos, size, magic, stored) in enumerate(entries.rows[:, [k.E_POSITION, k.E_SIZE, k.E_MAGIC, k.E_CRC]].tolist()):
+    view = buf.data
+    for i, (pos, size, magic, stored) in enumerate(
+        entries.rows[:, [k.E_POSITION, k.E_SIZE, k.E_MAGIC, k.E_CRC]].tolist()
+    ):
         if magic >= MAGIC_V2:
             computed = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
         else:
@@ -191,7 +194,7 @@ def verify_crcs(buf: np.ndarray, entries: EntryTable, *, file: str | None = None
     if i < 0:
         return
     pos, size, magic, stored = (int(v) for v in entries.rows[i, [k.E_POSITION, k.E_SIZE, k.E_MAGIC, k.E_CRC]])
-    view = memoryview(buf)
+    view = buf.data
     if magic >= MAGIC_V2:
         kind, computed = "CRC-32C", _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
     else:

@@ -24,7 +24,7 @@ from tests.storage.records.helpers import MemoryRecords, decode
 MARKER_SETTINGS = BatchSettings(producer_id=3, producer_epoch=2, transactional=True)
 # The LEADER_CHANGE value of __cluster_metadata-0's first record in the broker fixture: version 0,
 # leader 1, voters [1], granting voters [1], each struct and the message with no tagged fields.
-BROKER_LEADER_CHANGE = bytes.fromhex("0000" "00000001" "02" "00000001" "00" "02" "00000001" "00" "00")
+BROKER_LEADER_CHANGE = bytes.fromhex("00000000000102000000010002000000010000")
 
 
 @pytest.mark.parametrize("marker", [ControlRecordType.COMMIT, ControlRecordType.ABORT])
@@ -69,13 +69,13 @@ def test_control_record_type_ids_known_or_not() -> None:
 def test_leader_change_values() -> None:
     assert parse_leader_change_value(BROKER_LEADER_CHANGE) == LeaderChange(0, 1, (1,), (1,))
     # Tagged fields a newer writer adds (one on a voter, one on the message) are skipped.
-    tagged = bytes.fromhex("0000" "00000007" "03" "00000007" "01" "0002" "abcd" "00000008" "00" "02" "00000007" "00")
-    assert parse_leader_change_value(tagged + bytes.fromhex("01" "05" "01" "ff")) == LeaderChange(0, 7, (7, 8), (7,))
+    tagged = bytes.fromhex("0000000000070300000007010002abcd0000000800020000000700")
+    assert parse_leader_change_value(tagged + bytes.fromhex("010501ff")) == LeaderChange(0, 7, (7, 8), (7,))
     for broken, detail in [
         (BROKER_LEADER_CHANGE[:-3], "a 4-byte field runs past the end at byte 13"),
-        (bytes.fromhex("0000" "00000001" "00"), "a non-nullable array is null at byte 7"),
-        (bytes.fromhex("0000" "00000001" "ffffffffff"), "an unsigned varint is longer than 5 bytes at byte 11"),
-        (BROKER_LEADER_CHANGE[:-1] + bytes.fromhex("01" "00" "09"), "a tagged field of 9 bytes runs past the end"),
+        (bytes.fromhex("00000000000100"), "a non-nullable array is null at byte 7"),
+        (bytes.fromhex("000000000001ffffffffff"), "an unsigned varint is longer than 5 bytes at byte 11"),
+        (BROKER_LEADER_CHANGE[:-1] + bytes.fromhex("010009"), "a tagged field of 9 bytes runs past the end"),
     ]:
         message = f"leader change control record value of {len(broken)} bytes: {detail}"
         with pytest.raises(CorruptRecordError, match=re.escape(message)):
