@@ -249,6 +249,26 @@ def count_headers(
     return headers, header_bytes
 
 
+@njit(cache=True, inline="always")
+def _take_field(
+    buf: np.ndarray, pos: int, end: int, out_valid: np.ndarray, out_data: np.ndarray, out_pos: int, i: int
+) -> tuple[int, int]:
+    """Read the nullable length-prefixed field at ``pos`` into row ``i`` of (validity, data).
+
+    Returns:
+        (position after the field, or -1 when its length is invalid or runs past ``end``; next data position)
+    """
+    length, pos = _varint(buf, pos, end)
+    if pos < 0 or length < -1 or length > end - pos:
+        return -1, out_pos
+    if length < 0:
+        out_valid[i] = 0
+        return pos, out_pos
+    out_valid[i] = 1
+    _copy(out_data, out_pos, buf, pos, length)
+    return pos + length, out_pos + length
+
+
 @njit(cache=True, nogil=True)
 def decode_v2_records(
     buf: np.ndarray,
@@ -323,28 +343,13 @@ def decode_v2_records(
             out_offset[n] = base_offset + offset_delta
             out_timestamp[n] = max_ts if append_time else base_ts + ts_delta
 
-            klen, pos = _varint(buf, pos, rec_end)
-            if pos < 0 or klen < -1 or klen > rec_end - pos:
+            pos, kp = _take_field(buf, pos, rec_end, key_valid, key_data, kp, n)
+            if pos < 0:
                 return n, ERR_FIELD_LENGTH, b, record_start
-            if klen >= 0:
-                key_valid[n] = 1
-                _copy(key_data, kp, buf, pos, klen)
-                kp += klen
-                pos += klen
-            else:
-                key_valid[n] = 0
             key_offsets[n + 1] = kp
-
-            vlen, pos = _varint(buf, pos, rec_end)
-            if pos < 0 or vlen < -1 or vlen > rec_end - pos:
+            pos, vp = _take_field(buf, pos, rec_end, value_valid, value_data, vp, n)
+            if pos < 0:
                 return n, ERR_FIELD_LENGTH, b, record_start
-            if vlen >= 0:
-                value_valid[n] = 1
-                _copy(value_data, vp, buf, pos, vlen)
-                vp += vlen
-                pos += vlen
-            else:
-                value_valid[n] = 0
             value_offsets[n + 1] = vp
 
             hcount, pos = _varint(buf, pos, rec_end)
@@ -359,16 +364,9 @@ def decode_v2_records(
                     hkp += hk
                     pos += hk
                     header_key_offsets[h + 1] = hkp
-                    hv, pos = _varint(buf, pos, rec_end)
-                    if pos < 0 or hv < -1 or hv > rec_end - pos:
+                    pos, hvp = _take_field(buf, pos, rec_end, header_value_valid, header_value_data, hvp, h)
+                    if pos < 0:
                         return n, ERR_FIELD_LENGTH, b, record_start
-                    if hv >= 0:
-                        header_value_valid[h] = 1
-                        _copy(header_value_data, hvp, buf, pos, hv)
-                        hvp += hv
-                        pos += hv
-                    else:
-                        header_value_valid[h] = 0
                     header_value_offsets[h + 1] = hvp
                     h += 1
                 header_list_offsets[n + 1] = h
