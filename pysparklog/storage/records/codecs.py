@@ -18,6 +18,7 @@ import enum
 import gzip
 import os
 import struct
+import threading
 import zlib
 from typing import Final
 
@@ -133,6 +134,19 @@ class _MalformedStreamError(Exception):
     """Framing that the codec library did not see but we did; ``decompress`` turns it into a CorruptRecordError."""
 
 
+_zstd_local = threading.local()
+
+
+def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
+    """One compressor per level and thread (they are not thread-safe): building a compression
+    context costs more than compressing a small batch."""
+    compressors: dict[int, zstandard.ZstdCompressor] = _zstd_local.__dict__.setdefault("by_level", {})
+    compressor = compressors.get(level)
+    if compressor is None:
+        compressor = compressors[level] = zstandard.ZstdCompressor(level=level)
+    return compressor
+
+
 def compress(codec: Codec, data: BytesLike, *, level: int | None = None) -> bytes:
     """Compress ``data`` into the stream Kafka's Java client would write for ``codec``.
 
@@ -168,7 +182,7 @@ def compress(codec: Codec, data: BytesLike, *, level: int | None = None) -> byte
             store_size=False,
         )
         return frame
-    return zstandard.ZstdCompressor(level=ZSTD_DEFAULT_LEVEL if level is None else level).compress(data)
+    return _zstd_compressor(ZSTD_DEFAULT_LEVEL if level is None else level).compress(data)
 
 
 def decompress(
@@ -281,10 +295,25 @@ def _xxh32(data: bytes | bytearray) -> int:
     return int(checksum)
 
 
+_ZSTD_ONE_SHOT_LIMIT = 1 << 30  # a frame claiming more than this is streamed, never preallocated
+
+
 def _zstd_decompress(data: BytesLike) -> bytes:
-    """Decode every frame in ``data``; a frame without a content size must be streamed, and must end."""
-    parts = []
+    """Decode every frame in ``data``; a frame without a content size must be streamed, and must end.
+
+    A single frame that states its size (what pysparklog writes) is decoded in one call, which is
+    faster; the Java client's streaming frames, and several frames, take the general path.
+    """
     remaining = bytes(data)
+    size = zstandard.get_frame_parameters(remaining).content_size if remaining else zstandard.CONTENTSIZE_UNKNOWN
+    if size != zstandard.CONTENTSIZE_UNKNOWN and size <= _ZSTD_ONE_SHOT_LIMIT:
+        try:
+            decompressor = getattr(_zstd_local, "decompressor", None) or zstandard.ZstdDecompressor()
+            _zstd_local.decompressor = decompressor
+            return bytes(decompressor.decompress(remaining, allow_extra_data=False))
+        except zstandard.ZstdError:
+            pass  # more than one frame, or a damaged one: the general path reports what is wrong
+    parts = []
     while remaining:
         decompressor = zstandard.ZstdDecompressor().decompressobj()
         parts.append(decompressor.decompress(remaining))
