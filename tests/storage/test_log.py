@@ -338,3 +338,15 @@ def test_seventeen_trailing_bytes_are_a_tail_not_corruption_as_in_kafka() -> Non
     assert len(entries) == 1 and entries.incomplete_tail
     with pytest.raises(CorruptRecordError, match="entry size 0 is smaller than the minimum record overhead"):
         scan(as_uint8(batch + bytes(18)))
+
+
+def test_roll_jitter_shortens_segment_ms_the_same_way_in_every_process(tmp_path: Path) -> None:
+    config = LogConfig(segment_ms=1000, segment_jitter_ms=1000)
+    log = LogDirectory(tmp_path, config).partition("t", 0)
+    log.append_arrow(keyed_table(1, ts_start=10_000))
+    jitter = LogDirectory(tmp_path, config).partition("t", 0)._jitter(0)
+    assert 0 < jitter < 1000 and jitter == log._jitter(0), "derived from the base offset, not per process"
+    log.append_arrow(keyed_table(1, start=1, ts_start=10_000 + 1000 - jitter - 1))  # waited exactly 1000 - jitter
+    assert len(log.segments()) == 1
+    log.append_arrow(keyed_table(1, start=2, ts_start=10_000 + 1000 - jitter - 1))  # one millisecond more
+    assert [s.base_offset for s in log.segments()] == [0, 2]
