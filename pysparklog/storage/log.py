@@ -30,13 +30,14 @@ recovery from the recovery point.
 from __future__ import annotations
 
 import bisect
+import json
 import os
 import random
 import re
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import crc32c as _crc32c
@@ -67,9 +68,23 @@ from pysparklog.storage.records.default_records import (
     TimestampType,
 )
 from pysparklog.storage.records.memory_records import EntryTable, scan, verify_crcs
-from pysparklog.storage.segment import LOG_SUFFIX, LogSegment, parse_segment_name
+from pysparklog.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    filename_prefix,
+    parse_segment_name,
+)
 
 STATE_FILE = "pysparklog.state"
+SWAP_MARKER = "pysparklog.swap"  # present while a compaction swaps segments in
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+ConfigSource = LogConfig | Callable[[], LogConfig]
 PARTITION_LEADER_EPOCH = 0  # one leader forever: the log itself
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -78,6 +93,7 @@ MAX_TIMESTAMP = -3
 _STATE = struct.Struct(">4sh16sqqqqqqqq")
 _STATE_MAGIC = b"PSLG"
 _STATE_VERSION = 0
+_MAX_VIEW_RETRIES = 20
 _TOPIC_PARTITION = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
 
@@ -167,6 +183,25 @@ class AppendInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment as retention and the cleaner see it.
+
+    Attributes:
+        base_offset: The segment's base offset.
+        size: Its acknowledged size in bytes.
+        largest_timestamp: The largest batch timestamp, -1 when none.
+        last_modified_ms: The ``.log`` file's modification time (Kafka's fallback for time retention).
+        next_base: The next segment's base offset, or the log end offset for the active segment.
+    """
+
+    base_offset: int
+    size: int
+    largest_timestamp: int
+    last_modified_ms: int
+    next_base: int
+
+
+@dataclass(frozen=True, slots=True)
 class LogView:
     """A consistent view for readers: the segments and how far each may be read."""
 
@@ -210,21 +245,30 @@ class PartitionLog:
         InvalidLogDirectoryError: ``directory`` is not named ``<topic>-<partition>``.
     """
 
-    def __init__(self, directory: str, config: LogConfig | None = None, *, checkpoint_dir: str | None = None) -> None:
+    def __init__(
+        self, directory: str, config: ConfigSource | None = None, *, checkpoint_dir: str | None = None
+    ) -> None:
         self.directory = os.path.abspath(directory)
         self.topic, self.partition = parse_partition_dir(self.directory)
-        self.config = config or LogConfig()
+        self._config_source: ConfigSource = config or LogConfig()
+        self._config = self.config
         self.checkpoint_dir = checkpoint_dir or os.path.dirname(self.directory)
         self._lock = FileLock(os.path.join(self.directory, STATE_FILE))
         self._segments: dict[int, LogSegment] = {}
         self._bases: list[int] = []
-        self._listed_for: tuple[int, ...] | None = None
         self._active: _ActiveSegment | None = None
         self._producers = ProducerStateTracker(self.directory)
         self._write_mutex = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.directory!r})"
+
+    @property
+    def config(self) -> LogConfig:
+        """The settings in force now: a callable source is asked again, so topic config changes made
+        by other processes reach this log at its next append or maintenance pass."""
+        source = self._config_source
+        return source() if callable(source) else source
 
     def close(self) -> None:
         self._lock.close()
@@ -264,12 +308,16 @@ class PartitionLog:
 
     def view(self) -> LogView:
         """The acknowledged extent of the log, read consistently with concurrent writers."""
+        if os.path.exists(os.path.join(self.directory, SWAP_MARKER)):
+            with self._write_mutex, self._lock.exclusive():
+                self._complete_pending_swap()
         with self._lock.shared() as fd:
             state = self._read_state(fd) if fd is not None else None
             if state is not None:
                 bases = self._bases if self._bases and self._bases[-1] == state.active_base else self._list_segments()
                 if bases and bases[-1] == state.active_base:
-                    return LogView(tuple(bases), state.active_size, state.log_start_offset, state.log_end_offset)
+                    log_start = max(state.log_start_offset, bases[0])
+                    return LogView(tuple(bases), state.active_size, log_start, state.log_end_offset)
             # Written by a broker or never appended to by pysparklog: derive the view from the files.
             return self._view_from_files()
 
@@ -346,6 +394,27 @@ class PartitionLog:
         end = view.log_end_offset if end_offset is None else min(end_offset, view.log_end_offset)
         if end_offset is not None and end_offset < start:
             raise InvalidOffsetError(f"end offset {end_offset} is below start offset {start}")
+        position = start
+        for _attempt in range(_MAX_VIEW_RETRIES):
+            try:
+                for batch in self._read_view(view, position, end, include_headers, max_chunk_bytes):
+                    position = int(batch.column("offset")[-1].as_py()) + 1
+                    yield batch
+                return
+            except FileNotFoundError:
+                # Retention or compaction replaced segments under this reader: look again.
+                self._bases = []
+                view = self.view()
+                if position < view.log_start_offset:
+                    raise OffsetOutOfRangeError(
+                        f"offset {position} of {self.topic}-{self.partition} was deleted while it was being read; "
+                        f"the log now starts at {view.log_start_offset}"
+                    ) from None
+        raise CorruptRecordError(f"the segments of {self.directory} keep disappearing under the reader")
+
+    def _read_view(
+        self, view: LogView, start: int, end: int, include_headers: bool, max_chunk_bytes: int
+    ) -> Iterator[pa.RecordBatch]:
         first = self._segment_for(view, start)
         for base in view.segment_bases[first:]:
             if base >= end:
@@ -467,7 +536,7 @@ class PartitionLog:
 
     def _append_locked(self, fd: int, active: _ActiveSegment, buf: np.ndarray, entries: EntryTable) -> AppendInfo:
         now = int(time.time() * 1000)
-        log_append = self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        log_append = self._config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         view = buf.data
         first_offset = active.state.log_end_offset
         next_offset = first_offset
@@ -506,7 +575,7 @@ class PartitionLog:
 
     def _should_roll(self, active: _ActiveSegment, size: int, max_ts: int, last_offset: int, now: int) -> bool:
         """Kafka's ``LogSegment.shouldRoll``."""
-        cfg = self.config
+        cfg = self._config
         seg_size = active.state.active_size
         if seg_size == 0:
             return False  # rolling an empty segment would recreate it at the same base offset
@@ -524,7 +593,7 @@ class PartitionLog:
 
     def _jitter(self, base_offset: int) -> int:
         """Kafka's per-segment roll jitter; seeded by the base offset so every process agrees."""
-        bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        bound = min(self._config.segment_jitter_ms, self._config.segment_ms)
         return random.Random(base_offset).randrange(bound) if bound > 0 else 0
 
     def _index_batch(self, active: _ActiveSegment, last_offset: int, max_ts: int, size: int) -> None:
@@ -534,7 +603,7 @@ class PartitionLog:
         max_ts_so_far, offset_of_max = state.max_timestamp, state.offset_of_max_timestamp
         if max_ts > max_ts_so_far:
             max_ts_so_far, offset_of_max = max_ts, last_offset
-        if position - active.last_index_position > self.config.index_interval_bytes:
+        if position - active.last_index_position > self._config.index_interval_bytes:
             active.pending_index.append((last_offset, position))
             active.index_entries += 1
             active.last_index_position = position
@@ -625,8 +694,8 @@ class PartitionLog:
         """``flush.messages`` / ``flush.ms``: fsync and move the recovery point."""
         state = active.state
         due = (
-            state.log_end_offset - state.recovery_point >= self.config.flush_messages
-            or now - state.last_flush_ms >= self.config.flush_ms
+            state.log_end_offset - state.recovery_point >= self._config.flush_messages
+            or now - state.last_flush_ms >= self._config.flush_ms
         )
         if due and state.log_end_offset > state.recovery_point:
             self._flush_active(active, now)
@@ -663,6 +732,8 @@ class PartitionLog:
 
     def _sync_for_write(self, fd: int) -> _ActiveSegment:
         """Bring this process's view of the active segment up to date; repair a torn tail."""
+        self._config = self.config
+        self._complete_pending_swap()
         state = self._read_state(fd)
         active = self._active
         if state is not None and state.boot_id == BOOT_ID:
@@ -727,7 +798,7 @@ class PartitionLog:
         for i in range(first, len(bases)):
             segment = self.segment(bases[i])
             size = segment.size()
-            build, valid = segment.rebuild_indexes(size, self.config.index_interval_bytes)
+            build, valid = segment.rebuild_indexes(size, self._config.index_interval_bytes)
             build.maybe_append_time_entry()
             segment.write_indexes(build)
             if build.offsets or valid:
@@ -768,10 +839,14 @@ class PartitionLog:
             return 0
 
     def _remove_stray_files(self) -> None:
-        """Startup clean-up as ``LogLoader`` does it: leftover temporary files and orphan indexes."""
+        """Startup clean-up as ``LogLoader`` does it: leftover temporary files and orphan indexes.
+
+        ``.cleaned`` files of a compaction that never reached its swap are dropped; a swap that
+        started is finished from its marker (``_complete_pending_swap``) before this runs.
+        """
         for name in os.listdir(self.directory):
             path = os.path.join(self.directory, name)
-            if name.endswith(".deleted") or ".tmp." in name:
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)) or ".tmp." in name:
                 os.remove(path)
             elif name.endswith((".index", ".timeindex", ".txnindex")):
                 stem = name.rsplit(".", 1)[0]
@@ -810,6 +885,162 @@ class PartitionLog:
     @property
     def topic_id(self) -> str | None:
         return checkpoints.read_partition_metadata(os.path.join(self.directory, checkpoints.PARTITION_METADATA))
+
+    # -- maintenance: retention, delete-records, compaction ------------------------------------
+
+    def segment_infos(self) -> list[SegmentInfo]:
+        """What retention and the cleaner decide on, for every segment of the acknowledged view."""
+        view = self.view()
+        bases = view.segment_bases
+        infos = []
+        for base, next_base in zip(bases, [*bases[1:], None], strict=True):
+            segment = self.segment(base)
+            end = view.end_of(base, segment)
+            largest, _ = segment.largest_timestamp(end)
+            modified = int(os.path.getmtime(segment.log_path) * 1000)
+            infos.append(
+                SegmentInfo(base, end, largest, modified, view.log_end_offset if next_base is None else next_base)
+            )
+        return infos
+
+    def roll(self) -> bool:
+        """Roll the active segment now if it holds data (retention does this when everything qualifies)."""
+        os.makedirs(self.directory, exist_ok=True)
+        with self._write_mutex, self._lock.exclusive() as fd:
+            active = self._sync_for_write(fd)
+            if active.state.active_size == 0:
+                return False
+            self._active = self._roll(fd, active, active.state.log_end_offset, int(time.time() * 1000))
+            return True
+
+    def raise_log_start_offset(self, offset: int) -> int:
+        """Kafka's DeleteRecords: records below ``offset`` stop being readable; returns the log start.
+
+        Raises:
+            InvalidOffsetError: ``offset`` is negative or past the log end (the high watermark).
+        """
+        with self._write_mutex, self._lock.exclusive() as fd:
+            active = self._sync_for_write(fd)
+            state = active.state
+            if not 0 <= offset <= state.log_end_offset:
+                raise InvalidOffsetError(
+                    f"cannot delete records of {self.topic}-{self.partition} below offset {offset}: accepted "
+                    f"0 to the high watermark {state.log_end_offset}"
+                )
+            if offset > state.log_start_offset:
+                active.state = replace(state, log_start_offset=offset)
+                self._write_state(fd, active.state)
+                self._write_checkpoints(active.state)
+            return active.state.log_start_offset
+
+    def delete_segments(self, bases: Sequence[int]) -> int:
+        """Retire the oldest segments: their files are renamed ``.deleted`` (removed later by
+        ``remove_deleted_files``) and the log start moves to the first remaining segment.
+
+        Raises:
+            InvalidOffsetError: ``bases`` is not a prefix of the segments, or includes the active one.
+        """
+        with self._write_mutex, self._lock.exclusive() as fd:
+            active = self._sync_for_write(fd)
+            current = self._list_segments()
+            if list(bases) != current[: len(bases)] or active.segment.base_offset in bases:
+                raise InvalidOffsetError(
+                    f"segments {list(bases)} of {self.topic}-{self.partition} are not its oldest inactive segments "
+                    f"(segments: {current[:5]}{'...' if len(current) > 5 else ''}, active {active.segment.base_offset})"
+                )
+            for base in bases:
+                self._rename_segment_files(base, "", DELETED_SUFFIX)
+            self._bases = current[len(bases) :]
+            for name in os.listdir(self.directory):
+                snapshot = parse_segment_name(name, ".snapshot")
+                if snapshot is not None and snapshot < self._bases[0]:
+                    os.remove(os.path.join(self.directory, name))
+            active.state = replace(active.state, log_start_offset=max(active.state.log_start_offset, self._bases[0]))
+            self._write_state(fd, active.state)
+            self._write_checkpoints(active.state)
+            return active.state.log_start_offset
+
+    def remove_deleted_files(self, now_ms: int | None = None) -> int:
+        """Remove ``.deleted`` files renamed more than ``file.delete.delay.ms`` ago; returns how many.
+
+        The delay lets readers that opened a segment before it was retired finish with it.
+        """
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        delay = self.config.file_delete_delay_ms
+        removed = 0
+        for name in os.listdir(self.directory) if os.path.isdir(self.directory) else []:
+            path = os.path.join(self.directory, name)
+            if name.endswith(DELETED_SUFFIX) and now - int(os.path.getctime(path) * 1000) >= delay:
+                os.remove(path)
+                removed += 1
+        return removed
+
+    def replace_segments(self, old_bases: Sequence[int], cleaned_base: int) -> None:
+        """Swap compacted files in for ``old_bases``, crash-safely (Kafka's ``replaceSegments``).
+
+        The cleaner has written ``<cleaned_base>.log.cleaned`` (and ``.index.cleaned``,
+        ``.timeindex.cleaned``). Under the write lock a marker records the swap, ``.cleaned`` files
+        become ``.swap``, the old segments become ``.deleted``, and the ``.swap`` files take the
+        final names. Whoever takes the lock next finishes a swap a crash interrupted.
+
+        Raises:
+            InvalidOffsetError: The old segments changed meanwhile (retention ran) or include the
+                active segment; the cleaned files are then removed.
+        """
+        with self._write_mutex, self._lock.exclusive() as fd:
+            active = self._sync_for_write(fd)
+            current = self._list_segments()
+            ok = (
+                bool(old_bases)
+                and old_bases[0] == cleaned_base
+                and active.segment.base_offset not in old_bases
+                and all(b in current for b in old_bases)
+                and os.path.exists(self._segment_path(cleaned_base, LOG_SUFFIX) + CLEANED_SUFFIX)
+            )
+            if not ok:
+                self._rename_segment_files(cleaned_base, CLEANED_SUFFIX, None)
+                raise InvalidOffsetError(
+                    f"cannot swap cleaned segment {cleaned_base} in for {list(old_bases)} of "
+                    f"{self.topic}-{self.partition}: the segments changed or include the active one"
+                )
+            marker = {"old": [int(b) for b in old_bases], "new": int(cleaned_base), "phase": "swap"}
+            checkpoints.write_atomically(os.path.join(self.directory, SWAP_MARKER), json.dumps(marker).encode())
+            self._complete_pending_swap()
+
+    def _complete_pending_swap(self) -> None:
+        """Finish a segment swap from its marker; every step is idempotent. Runs under the write lock."""
+        path = os.path.join(self.directory, SWAP_MARKER)
+        try:
+            with open(path, encoding="utf-8") as f:
+                marker = json.load(f)
+        except FileNotFoundError:
+            return
+        new, old = int(marker["new"]), [int(b) for b in marker["old"]]
+        if marker["phase"] == "swap":
+            self._rename_segment_files(new, CLEANED_SUFFIX, SWAP_SUFFIX)
+            for base in old:
+                self._rename_segment_files(base, "", DELETED_SUFFIX)
+            marker["phase"] = "finish"
+            checkpoints.write_atomically(path, json.dumps(marker).encode())
+        self._rename_segment_files(new, SWAP_SUFFIX, "")
+        os.remove(path)
+        for base in old:
+            self._segments.pop(base, None)
+        self._bases = []
+
+    def _segment_path(self, base: int, suffix: str) -> str:
+        return os.path.join(self.directory, filename_prefix(base) + suffix)
+
+    def _rename_segment_files(self, base: int, from_suffix: str, to_suffix: str | None) -> None:
+        """Rename (or, with ``to_suffix`` None, remove) each file of a segment that exists."""
+        for suffix in SEGMENT_SUFFIXES:
+            source = self._segment_path(base, suffix) + from_suffix
+            if not os.path.exists(source):
+                continue
+            if to_suffix is None:
+                os.remove(source)
+            else:
+                os.replace(source, self._segment_path(base, suffix) + to_suffix)
 
     def recover(self) -> None:
         """Run Kafka's recovery now: revalidate from the recovery point, rebuild indexes, cut torn tails."""
