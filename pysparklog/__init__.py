@@ -9,8 +9,12 @@ from pysparklog.errors import (
     InvalidConfigError,
     InvalidLogDirectoryError,
     InvalidOffsetError,
+    InvalidPartitionsError,
+    InvalidTopicError,
     OffsetOutOfRangeError,
     PySparkLogError,
+    TopicExistsError,
+    UnknownTopicError,
     UnsupportedCodecError,
 )
 from pysparklog.storage.config import LogConfig
@@ -19,6 +23,7 @@ from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings
 from pysparklog.storage.records.codecs import Codec
 from pysparklog.storage.records.default_records import TimestampType
+from pysparklog.storage.topics import TopicMetadata, TopicStore
 
 __all__ = [
     "AppendInfo",
@@ -28,11 +33,17 @@ __all__ = [
     "InvalidConfigError",
     "InvalidLogDirectoryError",
     "InvalidOffsetError",
+    "InvalidPartitionsError",
+    "InvalidTopicError",
     "LogConfig",
     "LogDirectory",
     "OffsetOutOfRangeError",
     "PartitionLog",
     "PySparkLogError",
     "TimestampType",
+    "TopicExistsError",
+    "TopicMetadata",
+    "TopicStore",
+    "UnknownTopicError",
     "UnsupportedCodecError",
 ]

@@ -52,3 +52,20 @@ class OffsetOutOfRangeError(InvalidOffsetError):
 
 class InvalidLogDirectoryError(PySparkLogError, ValueError):
     """A directory that is not a ``<topic>-<partition>`` partition directory or a log directory."""
+
+
+class InvalidTopicError(InvalidLogDirectoryError):
+    """A topic name Kafka refuses (characters, length, ``.``/``..``, a collision); it cannot name a partition
+    directory either, hence the base class."""
+
+
+class UnknownTopicError(PySparkLogError, LookupError):
+    """A topic, or a partition of one, that does not exist (Kafka's ``UnknownTopicOrPartitionException``)."""
+
+
+class TopicExistsError(PySparkLogError):
+    """A topic that already exists, created by ``topics --create`` or by an append to one of its partitions."""
+
+
+class InvalidPartitionsError(PySparkLogError, ValueError):
+    """A partition count below 1, or an alteration that would not add partitions."""

@@ -13,6 +13,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+LOG_DIR_LOCK = ".lock"
+"""The lock file of a log directory (the name Kafka's LogManager locks): held while its shared files change."""
+
 
 class FileLock:
     """An exclusive/shared lock on one file; the file is created on first exclusive use.
@@ -52,6 +55,28 @@ class FileLock:
                 yield fd
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+
+    @contextmanager
+    def try_exclusive(self) -> Iterator[int | None]:
+        """Hold the lock alone if nobody holds it; yields the descriptor, or None (holding nothing) when
+        another process or thread does. For work that one holder at a time does and others skip."""
+        if not self._thread_lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            fd = self.fileno(create=True)
+            assert fd is not None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield None
+                return
+            try:
+                yield fd
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            self._thread_lock.release()
 
     @contextmanager
     def shared(self) -> Iterator[int | None]:

@@ -1,4 +1,4 @@
-"""A log directory: the partitions below it and its Kafka checkpoint files."""
+"""A log directory: the partitions below it, its topics and its Kafka checkpoint files."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import os
 from pysparklog.errors import InvalidLogDirectoryError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.locking import FileLock
-from pysparklog.storage.log import PartitionLog, parse_partition_dir
-
-LOG_DIR_LOCK = ".lock"  # the same name Kafka's LogManager locks
+from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
+from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.topics import TopicStore, partition_dirs, validate_topic_name
 
 
 def update_log_dir_checkpoints(
@@ -47,7 +46,8 @@ class LogDirectory:
 
     Args:
         path: The log directory; created when missing.
-        config: Settings for the partitions opened through it.
+        config: The settings of a topic config that neither the topic (``topics``) nor the directory's
+            ``server.properties`` sets (default: Kafka's).
 
     Example:
         >>> logs = LogDirectory("/tmp/logs")
@@ -59,29 +59,31 @@ class LogDirectory:
         if os.path.exists(self.path) and not os.path.isdir(self.path):
             raise InvalidLogDirectoryError(f"{self.path!r} is not a directory")
         self.config = config or LogConfig()
+        self._topics = TopicStore(self.path, self.config)
+
+    @property
+    def topics(self) -> TopicStore:
+        """The topics: create, list, alter and delete them, and their configs."""
+        return self._topics
 
     def partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
-        """The log of one partition; its directory is created on the first append."""
+        """The log of one partition; its directory is created on the first append.
+
+        Its settings are the topic's configs in force (its overrides, then ``server.properties``, then this
+        directory's ``config``), followed as they change, unless ``config`` fixes them.
+
+        Raises:
+            InvalidTopicError: ``topic`` is not a legal topic name.
+            InvalidLogDirectoryError: ``partition`` is negative.
+            UnknownTopicError: The topic was created with fewer partitions.
+        """
         if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
             raise InvalidLogDirectoryError(f"partition {partition!r} is invalid; accepted: an integer >= 0")
+        validate_topic_name(topic)
+        self._topics.open_partition(topic, partition)
         directory = os.path.join(self.path, f"{topic}-{partition}")
-        parse_partition_dir(directory)  # validates the topic name
-        if os.path.dirname(os.path.abspath(directory)) != self.path:
-            raise InvalidLogDirectoryError(f"topic {topic!r} would leave the log directory {self.path}")
-        return PartitionLog(directory, config or self.config, checkpoint_dir=self.path)
+        return PartitionLog(directory, config or self._topics.config_provider(topic), checkpoint_dir=self.path)
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         """Every ``(topic, partition)`` with a directory here, sorted; directories being deleted are skipped."""
-        found = []
-        try:
-            names = os.listdir(self.path)
-        except FileNotFoundError:
-            return []
-        for name in names:
-            if not os.path.isdir(os.path.join(self.path, name)):
-                continue
-            try:
-                found.append(parse_partition_dir(name))
-            except InvalidLogDirectoryError:
-                continue  # '-delete', '-future' and foreign directories
-        return sorted(found)
+        return partition_dirs(self.path)

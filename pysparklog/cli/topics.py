@@ -1,0 +1,165 @@
+"""``pysparklog topics``: what Kafka's ``kafka-topics.sh`` does, on a log directory.
+
+Kafka's flag names and messages (``Created topic T.``, the ``WARNING`` about ``.`` and ``_``, silent ``--alter``
+and ``--delete``), with ``--log-dir`` where Kafka's tool takes ``--bootstrap-server``. ``--describe`` keeps Kafka's
+first line per topic (``Topic: T<TAB>TopicId: ...<TAB>PartitionCount: N<TAB>ReplicationFactor: 1<TAB>Configs:
+k=v,...``, the configs being those not at their default) and then, instead of leaders and replicas a log directory
+does not have, an aligned table of each partition's log start and end offsets, segment count and bytes.
+
+Where Kafka's tool differs:
+
+* ``--topic`` is a topic name, not a regular expression.
+* ``--replication-factor`` is accepted for Kafka's scripts, and must be 1.
+* Not implemented: ``--topic-id``, ``--replica-assignment``, ``--exclude-internal``, the ``--*-partitions``
+  reports and ``--topics-with-overrides``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir
+from pysparklog.cli.progress import progress_bar
+from pysparklog.errors import TopicExistsError, UnknownTopicError
+from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.topic_config import ConfigSource, parse_config_assignments
+from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata, validate_topic_name
+
+ACTIONS = ("create", "list", "describe", "alter", "delete")
+COLUMNS = ("Partition", "LogStartOffset", "LogEndOffset", "Segments", "Bytes")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``topics`` to the ``pysparklog`` command."""
+    parser = subparsers.add_parser(
+        "topics",
+        help="create, list, describe, alter and delete topics as Kafka's kafka-topics.sh does",
+        description="Create, delete, describe, or change a topic of a log directory (Kafka's kafka-topics.sh).",
+    )
+    add_log_dir_argument(parser)
+    actions = parser.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--create", action="store_true", help="create a new topic")
+    actions.add_argument("--list", action="store_true", help="list all topics")
+    actions.add_argument("--describe", action="store_true", help="describe the given topic, or all")
+    actions.add_argument("--alter", action="store_true", help="add partitions to a topic (configs: pysparklog configs)")
+    actions.add_argument("--delete", action="store_true", help="delete a topic and its data")
+    parser.add_argument("--topic", metavar="TOPIC", help="the topic to create, alter, describe or delete")
+    parser.add_argument(
+        "--partitions", type=int, metavar="N", help="the partition count (--create default: num.partitions, else 1)"
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a topic config override for --create (repeatable); see 'pysparklog configs' for the names",
+    )
+    parser.add_argument(
+        "--replication-factor", type=int, metavar="1", help="accepted for Kafka's scripts: must be 1 (one log copy)"
+    )
+    parser.add_argument("--if-not-exists", action="store_true", help="with --create: no error if the topic exists")
+    parser.add_argument(
+        "--if-exists", action="store_true", help="with --alter, --delete or --describe: nothing if no such topic"
+    )
+    parser.set_defaults(run=run)
+
+
+def _check(args: argparse.Namespace, action: str) -> None:
+    """Refuse options that do not go with the action, as Kafka's ``TopicCommandOptions.checkArgs`` does."""
+    if action in ("create", "alter", "delete") and args.topic is None:
+        raise UsageError(f"--topic is required with --{action}")
+    for flag, given, actions in (
+        ("--partitions", args.partitions is not None, ("create", "alter")),
+        ("--config", bool(args.config), ("create",)),
+        ("--replication-factor", args.replication_factor is not None, ("create",)),
+        ("--if-not-exists", args.if_not_exists, ("create",)),
+        ("--if-exists", args.if_exists, ("alter", "delete", "describe")),
+    ):
+        if given and action not in actions:
+            raise UsageError(f"{flag} is only valid with {' or '.join('--' + a for a in actions)}")
+    if action == "alter" and args.partitions is None:
+        raise UsageError("--partitions is required with --alter (alter topic configs with 'pysparklog configs')")
+    if args.replication_factor not in (None, 1):
+        raise UsageError(
+            f"--replication-factor {args.replication_factor} is not supported: a topic has one copy, its log "
+            "directory (use 1)"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the one action given."""
+    action = next(a for a in ACTIONS if getattr(args, a))
+    _check(args, action)
+    # Creating a topic may start a log directory; anything else on a missing one is a mistyped path.
+    logs = LogDirectory(args.log_dir) if action == "create" else open_log_dir(args.log_dir)
+    try:
+        if action == "create":
+            _create(logs, args)
+        elif action == "list":
+            for name in logs.topics.names():
+                print(name)
+        elif action == "describe":
+            _describe(logs, args.topic)
+        elif action == "alter":
+            with progress_bar(f"Adding partitions to {args.topic}") as progress:
+                logs.topics.alter_partitions(args.topic, args.partitions, progress=progress)
+        else:
+            with progress_bar(f"Deleting topic {args.topic}") as progress:
+                logs.topics.delete(args.topic, progress=progress)
+    except UnknownTopicError:
+        if not args.if_exists:
+            raise
+    return 0
+
+
+def _create(logs: LogDirectory, args: argparse.Namespace) -> None:
+    name: str = args.topic
+    configs = parse_config_assignments(args.config)
+    validate_topic_name(name)
+    if "." in name or "_" in name:
+        print(
+            "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could "
+            "collide. To avoid issues it is best to use either, but not both."
+        )
+    try:
+        with progress_bar(f"Creating topic {name}") as progress:
+            logs.topics.create(name, args.partitions, configs, progress=progress)
+    except TopicExistsError:
+        if args.if_not_exists:
+            return
+        raise
+    print(f"Created topic {name}.")
+
+
+def _describe(logs: LogDirectory, topic: str | None) -> None:
+    for name in [topic] if topic is not None else logs.topics.names():
+        metadata = logs.topics.get(name)
+        configs = ",".join(
+            f"{entry.name}={entry.value}"
+            for entry in logs.topics.describe_configs(name)
+            if entry.source is not ConfigSource.DEFAULT_CONFIG
+        )
+        topic_id = "" if metadata.topic_id == ZERO_TOPIC_ID else f"\tTopicId: {metadata.topic_id}"
+        rows = _partition_rows(logs, metadata)
+        print(
+            f"Topic: {name}{topic_id}\tPartitionCount: {metadata.partitions}\tReplicationFactor: 1\tConfigs: {configs}"
+        )
+        widths = [max(len(str(cell)) for cell in column) for column in zip(COLUMNS, *rows, strict=True)]
+        for row in (COLUMNS, *rows):
+            print("\t" + "  ".join(str(cell).rjust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def _partition_rows(logs: LogDirectory, topic: TopicMetadata) -> list[tuple[int, ...]]:
+    """(partition, log start offset, log end offset, segments, bytes) of each partition; a partition without a
+    directory yet is empty."""
+    rows: list[tuple[int, ...]] = []
+    with progress_bar(f"Reading {topic.name}") as progress:
+        for partition in range(topic.partitions):
+            with logs.partition(topic.name, partition) as log:
+                view = log.view()
+                bases = view.segment_bases
+                size = sum(log.segment(base).size() for base in bases[:-1]) + (view.active_size if bases else 0)
+            rows.append((partition, view.log_start_offset, view.log_end_offset, len(bases), size))
+            if progress is not None:
+                progress(partition + 1, topic.partitions)
+    return rows

@@ -1,0 +1,619 @@
+"""The topics of a log directory: what ``kafka-topics.sh`` creates, lists, alters and deletes, with their configs.
+
+Topic metadata is one JSON file in the log directory (a file: Kafka's LogManager refuses directories it does not
+know in a log directory)::
+
+    pysparklog-topics.json
+    {"version": 1,
+     "topics": {"orders": {"topic_id": "<22-char id>", "partitions": 3, "configs": {"retention.ms": "3600000"}}},
+     "deleting": {"old-topic": "<its topic id>"}}
+
+Every change is a read-modify-write under the log directory's lock (``.lock``) that replaces the file atomically,
+so concurrent processes lose no change and a crash leaves the old metadata or the new, never a mix. Readers take
+no lock. The metadata is the truth: a topic is created by writing its entry, then its partition directories
+(each with a ``partition.metadata`` holding the topic id) are made; one that a crash left missing is made when
+the partition is opened.
+
+A topic also exists without an entry when appends created its partition directories (``LogDirectory.partition``
+works without ``topics --create``): such a topic is listed, described, altered and deleted like the others, its
+partition count being one more than its highest partition directory; altering it adopts it into the metadata
+with the id in its ``partition.metadata``.
+
+Deleting a topic replaces its entry by a tombstone under ``deleting`` (the commit point), renames each partition
+directory as Kafka does (``<topic>-<partition>.<32 hex>-delete``), drops the tombstone, then removes the renamed
+directories. A crash before the renames leaves the tombstone, which the next change finishes; one after leaves
+``-delete`` directories, which the next delete or listing removes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType, TracebackType
+from typing import Any
+
+from pysparklog.errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    PySparkLogError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from pysparklog.storage import checkpoints
+from pysparklog.storage.config import INT_MAX, LogConfig
+from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
+from pysparklog.storage.log import parse_partition_dir
+from pysparklog.storage.topic_config import (
+    SERVER_PROPERTIES,
+    ConfigEntry,
+    ServerProperties,
+    describe_configs,
+    effective_config,
+    normalize_overrides,
+    read_bytes,
+    topic_config,
+)
+
+TOPICS_FILE = "pysparklog-topics.json"
+METADATA_VERSION = 1
+MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH: "<topic>-<partition>" must fit a file name
+ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: the id of a topic whose id is unknown
+DELETE_SUFFIX = "-delete"
+
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_DELETE_DIR = re.compile(r".+-[0-9]+\.[0-9a-f]{32}" + DELETE_SUFFIX)
+_FILE_NAME_MAX = 255
+# The log directory's checkpoint files that hold an entry per partition, cleared of a deleted topic's.
+_TOPIC_PARTITION_CHECKPOINTS = (checkpoints.RECOVERY_POINT_CHECKPOINT, checkpoints.LOG_START_OFFSET_CHECKPOINT)
+# A file whose mtime is this close to the time it was read may change again within the same timestamp tick (and
+# inode, and size): its cached content is trusted only once it is older (git's "racily clean" entries).
+_RACY_NS = 2_000_000_000
+
+Progress = Callable[[int, int], None]
+"""Called with (done, total) as a long operation advances, for a progress bar."""
+
+
+def validate_topic_name(name: str) -> None:
+    """Refuse a topic name as Kafka's ``Topic.validate`` does; no legal name makes a path outside the log directory.
+
+    Raises:
+        InvalidTopicError: The name is empty, ``.`` or ``..``, longer than 249 characters, or has a character
+            other than ASCII letters, digits, ``.``, ``_`` and ``-``.
+    """
+    if not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError('Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
+        )
+    if not _LEGAL_NAME.fullmatch(name):
+        raise InvalidTopicError(
+            f"Topic name {name!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def _collision_key(name: str) -> str:
+    """Kafka's ``Topic.unifyCollisionChars``: names equal after this collide in metric names, so Kafka refuses them."""
+    return name.replace(".", "_")
+
+
+def validate_partition_count(partitions: int) -> None:
+    """Refuse a partition count below 1.
+
+    Raises:
+        InvalidPartitionsError: ``partitions`` is not an integer from 1 to 2147483647.
+    """
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= INT_MAX:
+        raise InvalidPartitionsError(
+            f"partitions = {partitions!r} is invalid; accepted: an integer from 1 to {INT_MAX} (the partitions must "
+            "be greater than 0)"
+        )
+
+
+def partition_dirs(log_dir: str) -> list[tuple[str, int]]:
+    """Every ``(topic, partition)`` with a directory in ``log_dir``, sorted; directories being deleted and foreign
+    ones are skipped."""
+    try:
+        names = os.listdir(log_dir)
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        try:
+            topic, partition = parse_partition_dir(name)
+            validate_topic_name(topic)
+        except PySparkLogError:
+            continue  # '-delete', '-future', '-stray' and foreign directories
+        if os.path.isdir(os.path.join(log_dir, name)):
+            found.append((topic, partition))
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """What a log directory knows of a topic.
+
+    Attributes:
+        name: The topic.
+        topic_id: Its id (Kafka's ``Uuid`` string), the one in each partition's ``partition.metadata``;
+            ``ZERO_TOPIC_ID`` for a topic made by appends whose directories have none.
+        partitions: Its partition count.
+        configs: Its config overrides (Kafka names and values); the rest come from ``server.properties`` and
+            the defaults.
+    """
+
+    name: str
+    topic_id: str
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "configs", MappingProxyType(dict(self.configs)))
+
+
+@dataclass(slots=True)
+class _Metadata:
+    """The content of ``pysparklog-topics.json``."""
+
+    topics: dict[str, TopicMetadata]
+    deleting: dict[str, str]  # topic -> id of a deletion committed but not yet applied to the directories
+
+    @classmethod
+    def decode(cls, data: bytes | None, path: str) -> _Metadata:
+        """Parse the file's bytes; None (no file) is no topics."""
+        if data is None:
+            return cls({}, {})
+        try:
+            document = json.loads(data)
+            if document["version"] != METADATA_VERSION:
+                raise CorruptRecordError(
+                    f"metadata version {document['version']!r}, expected {METADATA_VERSION} (written by a newer "
+                    "pysparklog?)",
+                    file=path,
+                )
+            topics = {
+                name: TopicMetadata(name, str(entry["topic_id"]), int(entry["partitions"]), dict(entry["configs"]))
+                for name, entry in document["topics"].items()
+            }
+            return cls(topics, {str(k): str(v) for k, v in document["deleting"].items()})
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise CorruptRecordError(f"not pysparklog topic metadata: {error}", file=path) from None
+
+    def encode(self) -> bytes:
+        document = {
+            "version": METADATA_VERSION,
+            "topics": {
+                name: {"topic_id": t.topic_id, "partitions": t.partitions, "configs": dict(t.configs)}
+                for name, t in sorted(self.topics.items())
+            },
+            "deleting": self.deleting,
+        }
+        return json.dumps(document, indent=1).encode() + b"\n"
+
+
+_Stamp = tuple[int, int, int] | None  # (inode, size, mtime_ns); None for an absent file
+
+
+def _stamp(path: str) -> _Stamp:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _fsync_directory(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _ignore_missing(
+    function: Callable[..., Any], path: str, info: tuple[type[BaseException], BaseException, TracebackType]
+) -> None:
+    """``shutil.rmtree``'s error handler: another process removing the same directory is no error."""
+    if not issubclass(info[0], FileNotFoundError):
+        raise info[1]
+
+
+class TopicStore:
+    """The topics of one log directory.
+
+    Args:
+        log_dir: The log directory.
+        defaults: The settings of a topic config that neither the topic nor ``server.properties`` sets
+            (default: Kafka's).
+    """
+
+    def __init__(self, log_dir: str | os.PathLike[str], defaults: LogConfig | None = None) -> None:
+        self.log_dir = os.path.abspath(os.fspath(log_dir))
+        self.defaults = defaults or LogConfig()
+        self.path = os.path.join(self.log_dir, TOPICS_FILE)
+        self.server_properties_path = os.path.join(self.log_dir, SERVER_PROPERTIES)
+
+    def __repr__(self) -> str:
+        return f"TopicStore({self.log_dir!r})"
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def _read(self) -> _Metadata:
+        return _Metadata.decode(read_bytes(self.path), self.path)
+
+    def server_properties(self) -> ServerProperties:
+        """The log directory's broker settings (``server.properties``; none when the file is absent)."""
+        return ServerProperties.load(self.server_properties_path)
+
+    def _topic(self, name: str, metadata: _Metadata) -> TopicMetadata | None:
+        """The metadata of a topic, or of one made by appends (from its directories); None when neither exists."""
+        topic = metadata.topics.get(name)
+        if topic is not None or name in metadata.deleting:
+            return topic
+        partitions = [p for t, p in partition_dirs(self.log_dir) if t == name]
+        if not partitions:
+            return None
+        return TopicMetadata(name, self._id_on_disk(name, partitions), max(partitions) + 1)
+
+    def _id_on_disk(self, name: str, partitions: Iterable[int]) -> str:
+        for partition in partitions:
+            path = os.path.join(self.log_dir, f"{name}-{partition}", checkpoints.PARTITION_METADATA)
+            topic_id = checkpoints.read_partition_metadata(path)
+            if topic_id is not None:
+                return topic_id
+        return ZERO_TOPIC_ID
+
+    def names(self) -> list[str]:
+        """Every topic, sorted, with those made by appends; removes what a crashed deletion left behind."""
+        metadata = self._read()
+        if metadata.deleting:
+            with self._transaction() as metadata:
+                pass  # a transaction finishes the deletion a crash interrupted
+        self._remove_deleted_dirs()
+        on_disk = {topic for topic, _ in partition_dirs(self.log_dir)}
+        return sorted(metadata.topics.keys() | (on_disk - metadata.deleting.keys()))
+
+    def get(self, name: str) -> TopicMetadata:
+        """The metadata of a topic.
+
+        Raises:
+            InvalidTopicError: The name is not a legal topic name.
+            UnknownTopicError: No such topic.
+        """
+        validate_topic_name(name)
+        topic = self._topic(name, self._read())
+        if topic is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist")
+        return topic
+
+    def describe_configs(self, name: str) -> list[ConfigEntry]:
+        """Every config of a topic: the value in force, its source and its synonyms, as ``kafka-configs`` shows them.
+
+        Raises:
+            UnknownTopicError: No such topic.
+            InvalidConfigError: ``server.properties`` holds a value Kafka refuses.
+        """
+        return describe_configs(self.get(name).configs, self.server_properties(), self.defaults)
+
+    def config_provider(self, name: str) -> Callable[[], LogConfig]:
+        """A callable returning a topic's settings in force, for ``PartitionLog``: cheap enough to call on every
+        append, and current (changes by any process reach it).
+
+        Raises:
+            InvalidTopicError: The name is not a legal topic name.
+        """
+        validate_topic_name(name)
+        return TopicConfigProvider(self, name)
+
+    # -- changing ---------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[_Metadata]:
+        """The metadata under the log directory's lock, with any deletion a crash interrupted finished first."""
+        os.makedirs(self.log_dir, exist_ok=True)
+        lock = FileLock(os.path.join(self.log_dir, LOG_DIR_LOCK))
+        try:
+            with lock.exclusive():
+                self._remove_stale_temporary_files()
+                metadata = self._read()
+                if metadata.deleting:
+                    self._apply_deletions(metadata)
+                yield metadata
+        finally:
+            lock.close()
+
+    def _write(self, metadata: _Metadata) -> None:
+        checkpoints.write_atomically(self.path, metadata.encode())
+
+    def _remove_stale_temporary_files(self) -> None:
+        """Remove what writers killed mid-write left: they write only under the lock, which this one holds."""
+        prefix = f"{TOPICS_FILE}.tmp."
+        for name in os.listdir(self.log_dir):
+            if name.startswith(prefix):
+                os.remove(os.path.join(self.log_dir, name))
+
+    def create(
+        self,
+        name: str,
+        partitions: int | None = None,
+        configs: Mapping[str, str] | None = None,
+        *,
+        if_not_exists: bool = False,
+        progress: Progress | None = None,
+    ) -> TopicMetadata:
+        """Create a topic and its partition directories.
+
+        Args:
+            name: The topic.
+            partitions: Its partition count (default: ``num.partitions`` of ``server.properties``, else 1).
+            configs: Its config overrides, Kafka names and string values.
+            if_not_exists: Return the existing topic instead of failing.
+            progress: Told as partition directories are made.
+
+        Raises:
+            InvalidTopicError: An illegal name, or one colliding with an existing topic's (``a.b`` and ``a_b``).
+            InvalidPartitionsError: A partition count below 1.
+            InvalidConfigError: An unknown config or a value Kafka refuses.
+            TopicExistsError: The topic exists (with an entry, or made by appends).
+        """
+        validate_topic_name(name)
+        if partitions is not None:
+            validate_partition_count(partitions)
+        overrides = normalize_overrides(configs or {})
+        with self._transaction() as metadata:
+            server = self.server_properties()
+            existing = self._topic(name, metadata)
+            if existing is not None:
+                if if_not_exists:
+                    return existing
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            for other in self._all_names(metadata):
+                if _collision_key(other) == _collision_key(name):
+                    raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
+            effective_config(overrides, server, self.defaults)  # a combination Kafka refuses fails here
+            count = server.num_partitions if partitions is None else partitions
+            topic = TopicMetadata(name, checkpoints.new_topic_id(), count, overrides)
+            metadata.topics[name] = topic
+            self._write(metadata)
+            self._make_partition_dirs(topic, range(topic.partitions), progress)
+        return topic
+
+    def _all_names(self, metadata: _Metadata) -> set[str]:
+        return metadata.topics.keys() | {t for t, _ in partition_dirs(self.log_dir)} - metadata.deleting.keys()
+
+    def _make_partition_dirs(self, topic: TopicMetadata, partitions: Iterable[int], progress: Progress | None) -> None:
+        """Make missing partition directories with their ``partition.metadata`` (under the lock, so that a
+        concurrent deletion cannot leave them behind)."""
+        todo = list(partitions)
+        for done, partition in enumerate(todo, 1):
+            directory = os.path.join(self.log_dir, f"{topic.name}-{partition}")
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, checkpoints.PARTITION_METADATA)
+            if checkpoints.read_partition_metadata(path) is None:
+                checkpoints.write_partition_metadata(path, topic.topic_id)
+            if progress is not None:
+                progress(done, len(todo))
+        _fsync_directory(self.log_dir)
+
+    def _adopt(self, name: str, metadata: _Metadata) -> tuple[TopicMetadata, bool]:
+        """A topic's metadata for a change, and whether it had no entry (made by appends, or an unknown id)."""
+        topic = self._topic(name, metadata)
+        if topic is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist")
+        adopted = name not in metadata.topics
+        if topic.topic_id == ZERO_TOPIC_ID:
+            topic = replace(topic, topic_id=checkpoints.new_topic_id())
+        return topic, adopted
+
+    def alter_partitions(self, name: str, partitions: int, *, progress: Progress | None = None) -> TopicMetadata:
+        """Add partitions to a topic (never fewer, as in Kafka).
+
+        Raises:
+            InvalidPartitionsError: ``partitions`` is not above the topic's count.
+            UnknownTopicError: No such topic.
+        """
+        validate_topic_name(name)
+        validate_partition_count(partitions)
+        with self._transaction() as metadata:
+            topic, _ = self._adopt(name, metadata)
+            if partitions < topic.partitions:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {topic.partitions} partitions, which is higher than the requested "
+                    f"{partitions}."
+                )
+            if partitions == topic.partitions:
+                raise InvalidPartitionsError(f"Topic already has {topic.partitions} partitions.")
+            topic = replace(topic, partitions=partitions)
+            metadata.topics[name] = topic
+            self._write(metadata)
+            self._make_partition_dirs(topic, range(partitions), progress)
+        return topic
+
+    def alter_configs(self, name: str, set_configs: Mapping[str, str], delete: Iterable[str] = ()) -> TopicMetadata:
+        """Set and remove config overrides of a topic, in one atomic change; removing an unset one does nothing.
+
+        Raises:
+            InvalidConfigError: An unknown config, a value or combination Kafka refuses, or a config both set and
+                removed.
+            UnknownTopicError: No such topic.
+        """
+        validate_topic_name(name)
+        updates = normalize_overrides(set_configs)
+        removals = [topic_config(key).name for key in delete]
+        both = sorted(updates.keys() & set(removals))
+        if both:
+            raise InvalidConfigError(
+                f"config(s) both added and deleted: {', '.join(both)}; accepted: each at most once"
+            )
+        with self._transaction() as metadata:
+            topic, adopted = self._adopt(name, metadata)
+            configs = {**topic.configs, **updates}
+            for key in removals:
+                configs.pop(key, None)
+            effective_config(configs, self.server_properties(), self.defaults)
+            topic = replace(topic, configs=configs)
+            metadata.topics[name] = topic
+            self._write(metadata)
+            if adopted:
+                self._make_partition_dirs(topic, range(topic.partitions), None)
+        return topic
+
+    def delete(self, name: str, *, progress: Progress | None = None) -> None:
+        """Delete a topic and its partition directories.
+
+        Raises:
+            UnknownTopicError: No such topic.
+        """
+        validate_topic_name(name)
+        with self._transaction() as metadata:
+            topic = self._topic(name, metadata)
+            if topic is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist")
+            metadata.topics.pop(name, None)
+            metadata.deleting[name] = topic.topic_id
+            self._write(metadata)  # the commit point: the topic is gone
+            self._apply_deletions(metadata)
+        self._remove_deleted_dirs(progress)
+
+    def _apply_deletions(self, metadata: _Metadata) -> None:
+        """Rename the directories of the deleted topics as Kafka does, then drop the tombstones (under the lock)."""
+        for topic, partition in partition_dirs(self.log_dir):
+            topic_id = metadata.deleting.get(topic)
+            if topic_id is None:
+                continue
+            directory = os.path.join(self.log_dir, f"{topic}-{partition}")
+            on_disk = checkpoints.read_partition_metadata(os.path.join(directory, checkpoints.PARTITION_METADATA))
+            # A directory with another id belongs to a topic an append made after the deletion: keep it.
+            if on_disk is None or topic_id in (on_disk, ZERO_TOPIC_ID):
+                os.rename(directory, os.path.join(self.log_dir, _delete_dir_name(topic, partition)))
+        _fsync_directory(self.log_dir)
+        # A topic created again under the name must not inherit the old recovery points and log start offsets.
+        for name in _TOPIC_PARTITION_CHECKPOINTS:
+            path = os.path.join(self.log_dir, name)
+            offsets = checkpoints.read_offset_checkpoint(path)
+            kept = {tp: offset for tp, offset in offsets.items() if tp[0] not in metadata.deleting}
+            if kept != offsets:
+                checkpoints.write_offset_checkpoint(path, kept)
+        metadata.deleting.clear()
+        self._write(metadata)
+
+    def _remove_deleted_dirs(self, progress: Progress | None = None) -> None:
+        """Remove every ``-delete`` directory; several processes may do it at once."""
+        try:
+            names = [n for n in os.listdir(self.log_dir) if _DELETE_DIR.fullmatch(n)]
+        except FileNotFoundError:
+            return
+        for done, name in enumerate(names, 1):
+            shutil.rmtree(os.path.join(self.log_dir, name), onerror=_ignore_missing)
+            if progress is not None:
+                progress(done, len(names))
+
+    def open_partition(self, name: str, partition: int) -> None:
+        """Check that a topic has a partition before it is opened, and remake its directory if a crash in
+        ``create`` or ``alter_partitions`` left it missing. A topic without an entry accepts any partition.
+
+        Raises:
+            UnknownTopicError: The topic has an entry and fewer partitions.
+        """
+        topic = self._read().topics.get(name)
+        if topic is None:
+            return
+        if partition >= topic.partitions:
+            raise UnknownTopicError(
+                f"Partition {partition} of topic '{name}' does not exist: the topic has {topic.partitions} "
+                "partitions (add some with 'pysparklog topics --alter')"
+            )
+        metadata_path = os.path.join(self.log_dir, f"{name}-{partition}", checkpoints.PARTITION_METADATA)
+        if not os.path.exists(metadata_path):
+            with self._transaction() as metadata:
+                topic = metadata.topics.get(name)
+                if topic is not None and partition < topic.partitions:
+                    self._make_partition_dirs(topic, [partition], None)
+
+
+def _delete_dir_name(topic: str, partition: int) -> str:
+    """Kafka's ``LocalLog.logDeleteDirName``: the topic cut so that the name fits a file name."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+    return topic[: _FILE_NAME_MAX - len(suffix)] + suffix
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    stamps: tuple[_Stamp, _Stamp]
+    digests: tuple[bytes, bytes]  # of the two files' contents, to skip parsing what did not change
+    config: LogConfig
+    trusted: bool  # both files were old enough when read that their stamps tell every later change
+
+
+def _digest(data: bytes | None) -> bytes:
+    return b"" if data is None else hashlib.blake2b(data, digest_size=16).digest()
+
+
+class TopicConfigProvider:
+    """A topic's settings in force, for a ``PartitionLog`` to ask at every append and maintenance pass.
+
+    A call costs two ``stat`` calls while neither ``pysparklog-topics.json`` nor ``server.properties`` changes (by
+    inode, size and mtime), and reading and hashing them for two seconds after one does; a change by any process
+    is seen at the next call. A topic deleted (or deleted and created again) since this provider saw it raises, so
+    a writer holding it open cannot bring it back.
+
+    Args:
+        store: The topics of the log directory.
+        topic: The topic.
+    """
+
+    def __init__(self, store: TopicStore, topic: str) -> None:
+        self._store = store
+        self._topic = topic
+        self._topic_id: str | None = None
+        self._cached: _Cached | None = None
+
+    def __repr__(self) -> str:
+        return f"TopicConfigProvider({self._store.log_dir!r}, {self._topic!r})"
+
+    def __call__(self) -> LogConfig:
+        """The settings in force now.
+
+        Raises:
+            UnknownTopicError: The topic was deleted since this provider last saw it.
+            InvalidConfigError: ``server.properties`` holds a value Kafka refuses.
+        """
+        store = self._store
+        stamps = (_stamp(store.path), _stamp(store.server_properties_path))
+        cached = self._cached
+        if cached is not None and cached.trusted and cached.stamps == stamps:
+            return cached.config
+        now = time.time_ns()
+        topics, server = read_bytes(store.path), read_bytes(store.server_properties_path)
+        digests = (_digest(topics), _digest(server))
+        if cached is not None and cached.digests == digests:
+            config = cached.config
+        else:
+            topic = _Metadata.decode(topics, store.path).topics.get(self._topic)
+            self._check_same_topic(topic)
+            overrides = {} if topic is None else topic.configs
+            config = effective_config(
+                overrides, ServerProperties.decode(store.server_properties_path, server), store.defaults
+            )
+        trusted = all(stamp is None or stamp[2] + _RACY_NS < now for stamp in stamps)
+        self._cached = _Cached(stamps, digests, config, trusted)
+        return config
+
+    def _check_same_topic(self, topic: TopicMetadata | None) -> None:
+        topic_id = None if topic is None else topic.topic_id
+        if self._topic_id is not None and topic_id != self._topic_id:
+            again = "" if topic is None else " and created again"
+            raise UnknownTopicError(f"Topic '{self._topic}' was deleted{again} while open")
+        self._topic_id = topic_id or self._topic_id

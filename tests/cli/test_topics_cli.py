@@ -1,0 +1,183 @@
+"""``pysparklog topics``: kafka-topics.sh's actions on a log directory, run in new processes as people run them."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pysparklog import LogDirectory
+from pysparklog.cli.main import main
+from tests.cli.test_dump_log import CLI, run_cli
+from tests.conftest import keyed_table
+
+WARNING = (
+    "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could collide. "
+    "To avoid issues it is best to use either, but not both.\n"
+)
+HEADER = ("Partition", "LogStartOffset", "LogEndOffset", "Segments", "Bytes")
+
+
+@pytest.fixture(autouse=True)
+def _no_log_dir_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYSPARKLOG_LOG_DIR", raising=False)
+
+
+def topics(log_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("topics", "--log-dir", str(log_dir), *args)
+
+
+def _table(*rows: tuple[int, ...]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(HEADER, *rows, strict=True)]
+    return "".join(
+        "\t" + "  ".join(str(c).rjust(w) for c, w in zip(row, widths, strict=True)) + "\n" for row in (HEADER, *rows)
+    )
+
+
+def test_create_list_alter_and_delete(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    created = topics(logs, "--create", "--topic", "orders", "--partitions", "3", "--config", "retention.ms=1000")
+    assert (created.returncode, created.stdout, created.stderr) == (0, "Created topic orders.\n", "")
+    assert (
+        topics(logs, "--create", "--topic", "a.b", "--replication-factor", "1").stdout
+        == f"{WARNING}Created topic a.b.\n"
+    )
+    assert topics(logs, "--list").stdout == "a.b\norders\n"
+    altered = topics(logs, "--alter", "--topic", "orders", "--partitions", "5")
+    assert (altered.returncode, altered.stdout, altered.stderr) == (0, "", "")
+    store = LogDirectory(logs).topics
+    assert (store.get("orders").partitions, dict(store.get("orders").configs)) == (5, {"retention.ms": "1000"})
+    deleted = topics(logs, "--delete", "--topic", "orders")
+    assert (deleted.returncode, deleted.stdout, deleted.stderr) == (0, "", "")
+    assert store.names() == ["a.b"]
+    assert sorted(p.name for p in logs.iterdir() if p.is_dir()) == ["a.b-0"]
+
+
+def test_describe_prints_kafkas_topic_line_and_a_table_of_partitions(tmp_path: Path) -> None:
+    logs = LogDirectory(tmp_path)
+    orders = logs.topics.create("orders", 3, {"retention.ms": "1000"})
+    (tmp_path / "server.properties").write_text("log.segment.bytes=2097152\n")
+    log = logs.partition("orders", 1)
+    log.append_arrow(keyed_table(120))
+    log.raise_log_start_offset(7)
+    size = os.path.getsize(tmp_path / "orders-1" / "00000000000000000000.log")
+    (tmp_path / "bare-0").mkdir()  # a directory without partition.metadata: no topic id, as Kafka omits the zero id
+    described = topics(tmp_path, "--describe")
+    assert (described.returncode, described.stderr) == (0, "")
+    assert described.stdout == (
+        "Topic: bare\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: segment.bytes=2097152\n"
+        + _table((0, 0, 0, 0, 0))
+        + f"Topic: orders\tTopicId: {orders.topic_id}\tPartitionCount: 3\tReplicationFactor: 1\t"
+        "Configs: retention.ms=1000,segment.bytes=2097152\n"
+        + _table((0, 0, 0, 0, 0), (1, 7, 120, 1, size), (2, 0, 0, 0, 0))
+    )
+    assert topics(tmp_path, "--describe", "--topic", "bare").stdout.startswith("Topic: bare\t")
+
+
+def test_the_log_directory_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    LogDirectory(tmp_path).topics.create("t")
+    monkeypatch.setenv("PYSPARKLOG_LOG_DIR", str(tmp_path))
+    assert run_cli("topics", "--list").stdout == "t\n"
+
+
+def test_without_a_log_directory_the_command_says_so(tmp_path: Path) -> None:
+    missing = run_cli("topics", "--list")
+    assert missing.returncode != 0 and missing.stdout == ""
+    assert missing.stderr.count("\n") == 1 and "--log-dir" in missing.stderr
+    absent = topics(tmp_path / "nope", "--list")
+    assert (absent.returncode, absent.stderr) == (
+        1,
+        f"pysparklog topics: error: log directory {tmp_path / 'nope'} does not exist or is not a directory\n",
+    )
+
+
+ERRORS = [
+    (
+        ("--create", "--topic", "a/b"),
+        "Topic name 'a/b' is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+    ),
+    (("--create", "--topic", "t"), "Topic 't' already exists."),
+    (("--create", "--topic", "u", "--partitions", "0"), "partitions = 0 is invalid; accepted: an integer from 1"),
+    (("--create", "--topic", "u", "--config", "retention.hours=1"), "Unknown topic config name: retention.hours;"),
+    (("--create", "--topic", "u", "--config", "retention.ms"), "invalid topic config 'retention.ms'"),
+    (("--create", "--topic", "u", "--replication-factor", "3"), "--replication-factor 3 is not supported"),
+    (("--alter", "--topic", "t", "--partitions", "1"), "Topic currently has 2 partitions, which is higher than"),
+    (("--alter", "--topic", "t", "--config", "retention.ms=1"), "--config is only valid with --create"),
+    (("--alter", "--topic", "t"), "--partitions is required with --alter"),
+    (("--delete",), "--topic is required with --delete"),
+    (("--delete", "--topic", "nope"), "Topic 'nope' does not exist"),
+    (("--list", "--if-not-exists"), "--if-not-exists is only valid with --create"),
+    (("--list", "--partitions", "0"), "--partitions is only valid with --create or --alter"),
+]
+
+
+@pytest.mark.parametrize(("args", "error"), ERRORS[:2])
+def test_errors_are_one_line_on_stderr_and_a_non_zero_status(tmp_path: Path, args: tuple[str, ...], error: str) -> None:
+    LogDirectory(tmp_path).topics.create("t", 2)
+    failed = topics(tmp_path, *args)
+    assert (failed.returncode, failed.stdout.replace(WARNING, "")) == (1, "")
+    assert failed.stderr == f"pysparklog topics: error: {error}\n"
+
+
+@pytest.mark.parametrize(("args", "error"), ERRORS)
+def test_each_refusal_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], error: str
+) -> None:
+    """The whole table in this process (a new process per case would take seconds each)."""
+    LogDirectory(tmp_path).topics.create("t", 2)
+    assert main(["topics", "--log-dir", str(tmp_path), *args]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"pysparklog topics: error: {error}") and captured.err.count("\n") == 1
+    assert LogDirectory(tmp_path).topics.names() == ["t"]
+    assert LogDirectory(tmp_path).topics.get("t").partitions == 2
+
+
+def test_if_not_exists_and_if_exists_make_those_cases_no_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    LogDirectory(tmp_path).topics.create("t", 2)
+    done = topics(tmp_path, "--create", "--topic", "t", "--if-not-exists")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    for action in ("--delete", "--describe"):
+        assert main(["topics", "--log-dir", str(tmp_path), action, "--topic", "nope", "--if-exists"]) == 0
+        assert capsys.readouterr() == ("", "")
+    assert (
+        main(["topics", "--log-dir", str(tmp_path), "--alter", "--topic", "nope", "--partitions", "3", "--if-exists"])
+        == 0
+    )
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    both = topics(tmp_path, "--list", "--describe")
+    assert both.returncode == 2 and both.stderr.count("\n") == 1 and "not allowed with argument" in both.stderr
+
+
+def test_a_progress_bar_is_drawn_on_a_terminal_only(tmp_path: Path) -> None:
+    store = LogDirectory(tmp_path).topics
+    store.create("big", 40)
+    controller, terminal = pty.openpty()
+    with subprocess.Popen(
+        [*CLI, "topics", "--log-dir", str(tmp_path), "--delete", "--topic", "big"],
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+    ) as proc:
+        os.close(terminal)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # the terminal's other end closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.wait(60) == 0
+    os.close(controller)
+    text = seen.decode()
+    assert "\rDeleting topic big [" in text and "] 40/40" in text and text.endswith("\r\x1b[K")
+    store.create("big", 40)
+    piped = topics(tmp_path, "--delete", "--topic", "big")
+    assert (piped.returncode, piped.stderr) == (0, "")
