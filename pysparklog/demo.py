@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from pysparklog import BatchSettings, Codec, LogDirectory
+from pysparklog.partitioner import partition_for_keys
 
 DEFAULT_LOG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "logs")
 TOPIC = "orders"
@@ -49,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.keep and os.path.isdir(os.path.join(args.log_dir)):
         shutil.rmtree(args.log_dir)
     logs = LogDirectory(args.log_dir)
+    logs.topics.create(TOPIC, PARTITIONS, {"compression.type": "zstd"}, if_not_exists=True)
     events = order_events(args.records)
-    # Until the producer's partitioner exists, split events over partitions by row number.
-    partition_of = np.arange(events.num_rows) % PARTITIONS
+    # Keyed events go where Kafka's Java producer would put them: murmur2 of the key.
+    partition_of = partition_for_keys(events.column("key"), PARTITIONS)
 
     started = time.perf_counter()
     for p in range(PARTITIONS):
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     read_s = time.perf_counter() - started
     print(f"\n{total:,} records produced in {produced_s:.2f} s and read back in {read_s:.2f} s, all equal.")
     print(f"Log directory: {logs.path}")
+    print(f"Describe the topic:  pysparklog topics --log-dir {logs.path} --describe --topic {TOPIC}")
     first_segment = os.path.join(logs.path, f"{TOPIC}-0", "00000000000000000000.log")
     print(f"Inspect a segment in Kafka's dump format:  pysparklog dump-log --files {first_segment} --deep-iteration")
     return 0

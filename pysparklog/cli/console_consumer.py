@@ -1,0 +1,271 @@
+"""``pysparklog console-consumer``: Kafka's ``kafka-console-consumer.sh``, printing the records of a topic.
+
+It reads every partition of ``--topic``, or ``--partition`` alone, from the log end (new records only)
+unless ``--from-beginning`` or ``--offset`` (with ``--partition``: a number, ``earliest`` or
+``latest``) says otherwise, and prints each record as Kafka's ``DefaultMessageFormatter`` does: the
+value alone by default; with the ``print.*`` properties, the fields in this order::
+
+    CreateTime:1700000000000<TAB>Partition:0<TAB>Offset:5<TAB>key<TAB>value
+
+each followed by ``key.separator`` (a tab), the last by ``line.separator`` (a newline). The timestamp
+is ``LogAppendTime:<ms>`` for a broker-stamped record and ``NO_TIMESTAMP`` for a legacy one without
+a timestamp; a null key or value prints as ``null.literal`` (``null``). Keys and values are printed
+as their bytes. A start offset outside the log is reset as Kafka's ``auto.offset.reset`` resets it:
+to the log start with ``--from-beginning``, else to the log end.
+
+It then waits for records, polling the partitions in partition order (one chunk of at most 1 MiB of
+each, Kafka's ``max.partition.fetch.bytes``, per poll, so a partition with a backlog does not starve
+the others) until ``--max-messages`` records are printed, no record came for ``--timeout-ms``, or
+Ctrl-C (status 130), and then prints Kafka's ``Processed a total of N messages`` on stderr. Records
+are formatted a whole Arrow batch at a time by Arrow kernels, not one by one.
+
+Where Kafka's tool differs:
+
+* ``--log-dir`` (default ``$PYSPARKLOG_LOG_DIR``) replaces ``--bootstrap-server``, and the topic must
+  exist. There are no consumer groups (``--group``) and no committed offsets: every run starts where
+  its options say. Partitions added to the topic while it runs are not read.
+* The formatter properties are ``print.timestamp``, ``print.partition``, ``print.offset``,
+  ``print.key``, ``print.value``, ``key.separator``, ``line.separator`` and ``null.literal``;
+  ``print.headers``, ``print.delivery`` and the deserializers are refused, as are unknown names,
+  which Kafka ignores. ``--property`` and ``--formatter-property`` (Kafka 4.2's new name for it) are
+  the same option here.
+* Reaching ``--timeout-ms`` is not reported as an error on stderr; the status is 0 in both tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir
+from pysparklog.cli._console import add_property_argument, is_true, parse_properties
+from pysparklog.errors import OffsetOutOfRangeError
+from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
+from pysparklog.storage.records.arrow_records import binary_buffers
+from pysparklog.storage.records.default_records import TimestampType
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
+FETCH_BYTES = 1024 * 1024  # Kafka's max.partition.fetch.bytes
+POLL_INTERVAL_S = 0.1  # the pause between polls that found nothing
+
+_FORMATTER_PROPERTIES: Mapping[str, str] = {
+    "print.timestamp": "true to print CreateTime:<ms> first (default false)",
+    "print.partition": "true to print Partition:<p> (default false)",
+    "print.offset": "true to print Offset:<o> (default false)",
+    "print.key": "true to print the key (default false)",
+    "print.value": "false to leave the value out (default true)",
+    "key.separator": "what follows each field but the last (default a tab)",
+    "line.separator": "what follows the last field (default a newline)",
+    "null.literal": "what a null key or value prints as (default null)",
+}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``console-consumer`` to the ``pysparklog`` command."""
+    parser = subparsers.add_parser(
+        "console-consumer",
+        help="print the records of a topic, as Kafka's kafka-console-consumer.sh does",
+        description="Print the records of a topic on standard output and wait for new ones, in the format of "
+        "Kafka's kafka-console-consumer.sh (DefaultMessageFormatter).",
+    )
+    add_log_dir_argument(parser)
+    parser.add_argument("--topic", required=True, help="the topic to read; it must exist")
+    parser.add_argument(
+        "--partition", type=_non_negative, metavar="P", help="read partition P only, from its end unless --offset"
+    )
+    parser.add_argument(
+        "--offset", metavar="OFFSET", help="with --partition: where to start, a number, earliest or latest"
+    )
+    parser.add_argument(
+        "--from-beginning", action="store_true", help="start at the log start offset rather than the log end"
+    )
+    parser.add_argument("--max-messages", type=_non_negative, metavar="N", help="exit after printing N records")
+    parser.add_argument(
+        "--timeout-ms", type=int, metavar="MS", help="exit when no record came for MS milliseconds (negative: never)"
+    )
+    add_property_argument(parser, "--property", "--formatter-property", accepted=_FORMATTER_PROPERTIES)
+    parser.set_defaults(run=run)
+
+
+def _non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}; accepted: an integer >= 0")
+    return int(text)
+
+
+def _start_offset(args: argparse.Namespace) -> int:
+    """Where reading starts, as Kafka's ``ConsoleConsumerOptions`` decides it: an offset, or
+    ``EARLIEST_TIMESTAMP``/``LATEST_TIMESTAMP``.
+
+    Raises:
+        UsageError: ``--offset`` without ``--partition`` or with ``--from-beginning``, or not an offset.
+    """
+    if args.offset is None:
+        return EARLIEST_TIMESTAMP if args.from_beginning else LATEST_TIMESTAMP
+    if args.partition is None:
+        raise UsageError("The partition is required when offset is specified.")
+    if args.from_beginning:
+        raise UsageError("Options from-beginning and offset cannot be specified together.")
+    named = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}.get(args.offset.lower())
+    if named is not None:
+        return named
+    if not args.offset.isdigit():
+        raise UsageError(
+            f"The provided offset value '{args.offset}' is incorrect. Valid values are 'earliest', 'latest', or a "
+            "non-negative long."
+        )
+    return int(args.offset)
+
+
+def run(args: argparse.Namespace) -> int:
+    formatter = _Formatter.from_properties(parse_properties(args.property, _FORMATTER_PROPERTIES))
+    start = _start_offset(args)
+    logs = open_log_dir(args.log_dir)
+    count = logs.topics.get(args.topic).partitions
+    partitions = range(count) if args.partition is None else [args.partition]
+    reset = EARLIEST_TIMESTAMP if args.from_beginning else LATEST_TIMESTAMP
+    consumer = _Consumer({p: logs.partition(args.topic, p) for p in partitions}, start, reset, formatter)
+    timeout_s = args.timeout_ms / 1000 if args.timeout_ms is not None and args.timeout_ms >= 0 else None
+    try:
+        consumer.consume(sys.stdout.buffer, args.max_messages, timeout_s)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    finally:
+        consumer.close()
+        print(f"Processed a total of {consumer.count} messages", file=sys.stderr)
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Formatter:
+    """Kafka's ``DefaultMessageFormatter``, over whole Arrow batches."""
+
+    print_timestamp: bool = False
+    print_partition: bool = False
+    print_offset: bool = False
+    print_key: bool = False
+    print_value: bool = True
+    key_separator: bytes = b"\t"
+    line_separator: bytes = b"\n"
+    null_literal: bytes = b"null"
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> _Formatter:
+        """From ``_FORMATTER_PROPERTIES``: the ``print.*`` ones are flags, the others bytes as typed."""
+        fields: dict[str, Any] = {
+            name.replace(".", "_"): is_true(value) if name.startswith("print.") else os.fsencode(value)
+            for name, value in properties.items()
+        }
+        return cls(**fields)
+
+    def format(self, batch: pa.RecordBatch) -> memoryview:
+        """The printed lines of a batch's records, end to end."""
+        fields: list[pa.Array] = []
+        if self.print_timestamp:
+            fields.append(_timestamps(batch))
+        if self.print_partition:
+            fields.append(_labelled(b"Partition:", batch.column("partition")))
+        if self.print_offset:
+            fields.append(_labelled(b"Offset:", batch.column("offset")))
+        if self.print_key:
+            fields.append(batch.column("key").fill_null(self.null_literal))
+        if self.print_value:
+            fields.append(batch.column("value").fill_null(self.null_literal))
+        if not fields:
+            return memoryview(b"")
+        joined = pc.binary_join_element_wise(*fields, self.key_separator)
+        lines = pc.binary_join_element_wise(joined, b"", self.line_separator)
+        offsets, _valid, data = binary_buffers(lines, "lines")
+        return data[offsets[0] : offsets[-1]].data
+
+
+def _labelled(label: bytes | pa.Array, numbers: pa.Array) -> pa.Array:
+    """``<label><number>`` for each number, as ``Partition:0``; one label for all, or one each."""
+    return pc.binary_join_element_wise(label, numbers.cast(pa.string()).cast(pa.binary()), b"")
+
+
+def _timestamps(batch: pa.RecordBatch) -> pa.Array:
+    """``<TimestampType>:<ms>``, or ``NO_TIMESTAMP`` for a record without a timestamp type."""
+    types = batch.column("timestampType")
+    names = pc.if_else(
+        pc.equal(types, int(TimestampType.LOG_APPEND_TIME)),
+        f"{TimestampType.LOG_APPEND_TIME.kafka_name}:".encode(),
+        f"{TimestampType.CREATE_TIME.kafka_name}:".encode(),
+    )
+    stamped = _labelled(names, batch.column("timestamp").cast(pa.int64()))
+    return pc.if_else(pc.equal(types, int(TimestampType.NO_TIMESTAMP_TYPE)), b"NO_TIMESTAMP", stamped)
+
+
+class _Consumer:
+    """Positions in some partitions of a topic, and the polls that print what lies past them.
+
+    Args:
+        logs: The partitions to read, in the order each poll reads them.
+        start: The start offset of each, or ``EARLIEST_TIMESTAMP``/``LATEST_TIMESTAMP``.
+        reset: Where a position outside its log moves: ``EARLIEST_TIMESTAMP`` or ``LATEST_TIMESTAMP``.
+        formatter: How records print.
+    """
+
+    def __init__(self, logs: Mapping[int, PartitionLog], start: int, reset: int, formatter: _Formatter) -> None:
+        self._logs = logs
+        self._reset = reset
+        self._formatter = formatter
+        self._positions = {p: self._position(log, start) for p, log in logs.items()}
+        self.count = 0
+
+    def _position(self, log: PartitionLog, offset: int) -> int:
+        view = log.view()
+        if offset == EARLIEST_TIMESTAMP:
+            return view.log_start_offset
+        if offset == LATEST_TIMESTAMP:
+            return view.log_end_offset
+        if view.log_start_offset <= offset <= view.log_end_offset:
+            return offset
+        return self._position(log, self._reset)
+
+    def consume(self, out: BinaryIO, max_messages: int | None, timeout_s: float | None) -> None:
+        """Poll and print until ``max_messages`` records are printed or none came for ``timeout_s``."""
+        last_record = time.monotonic()
+        while max_messages is None or self.count < max_messages:
+            if self._poll(out, None if max_messages is None else max_messages - self.count):
+                last_record = time.monotonic()
+                continue
+            idle = time.monotonic() - last_record
+            if timeout_s is not None and idle >= timeout_s:
+                return
+            time.sleep(POLL_INTERVAL_S if timeout_s is None else min(POLL_INTERVAL_S, timeout_s - idle))
+
+    def _poll(self, out: BinaryIO, limit: int | None) -> int:
+        """Print one chunk of each partition past its position, at most ``limit`` records in all."""
+        printed = 0
+        for partition, log in self._logs.items():
+            try:
+                batch = next(log.read_arrow(self._positions[partition], max_chunk_bytes=FETCH_BYTES), None)
+            except OffsetOutOfRangeError:  # retention or delete-records removed the position
+                self._positions[partition] = self._position(log, self._reset)
+                continue
+            if batch is None:
+                continue
+            if limit is not None:
+                batch = batch.slice(0, limit - printed)
+            out.write(self._formatter.format(batch))
+            self._positions[partition] = int(batch.column("offset")[-1].as_py()) + 1
+            printed += batch.num_rows
+            self.count += batch.num_rows
+            if printed == limit:
+                break
+        if printed:
+            out.flush()
+        return printed
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
