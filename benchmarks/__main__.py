@@ -7,7 +7,7 @@ import platform
 import sys
 import time
 
-from benchmarks import bench_log, bench_records
+from benchmarks import bench_compaction, bench_log, bench_partitioner, bench_records, bench_retention
 from benchmarks.common import RECORDS, markdown, pin_to_one_core, records_table
 
 
@@ -15,7 +15,13 @@ def main() -> int:
     core = pin_to_one_core()
     started = time.perf_counter()
     table = records_table()
-    results = bench_records.run(table) + bench_log.run(table)
+    results = (
+        bench_records.run(table)
+        + bench_log.run(table)
+        + bench_partitioner.run()
+        + bench_retention.run()
+        + bench_compaction.run(table)
+    )
     print(
         f"pysparklog benchmarks: {RECORDS:,} records (10-byte keys, 100-byte values), pinned to core {core} "
         f"of {os.cpu_count()}, Python {platform.python_version()}; figures are medians of repeats, best in brackets\n"

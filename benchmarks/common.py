@@ -90,7 +90,8 @@ def _fill(template: bytes, columns: list[np.ndarray]) -> np.ndarray:
     return rows
 
 
-def _binary(rows: np.ndarray) -> pa.Array:
+def binary_column(rows: np.ndarray) -> pa.Array:
+    """A binary column with one value per row of a 2-D uint8 array."""
     n, width = rows.shape
     offsets = np.arange(n + 1, dtype=np.int32) * width
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(rows.tobytes())])
@@ -112,8 +113,8 @@ def records_table(n: int = RECORDS, *, seed: int = 7) -> pa.Table:
     )
     return pa.table(
         {
-            "key": _binary(keys),
-            "value": _binary(values),
+            "key": binary_column(keys),
+            "value": binary_column(values),
             "timestamp": pa.array(ids + _FIRST_TIMESTAMP_MS, pa.int64()),
         }
     )

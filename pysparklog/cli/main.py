@@ -16,7 +16,16 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, Protocol
 
-from pysparklog.cli import dump_log
+from pysparklog.cli import (
+    configs,
+    console_consumer,
+    console_producer,
+    delete_records,
+    dump_log,
+    get_offsets,
+    log_cleaner,
+    topics,
+)
 from pysparklog.errors import PySparkLogError
 
 EXIT_ERROR = 1
@@ -29,7 +38,16 @@ class Command(Protocol):
     def register(self, subparsers: argparse._SubParsersAction[Any]) -> None: ...
 
 
-COMMANDS: tuple[Command, ...] = (dump_log,)
+COMMANDS: tuple[Command, ...] = (
+    dump_log,
+    delete_records,
+    get_offsets,
+    topics,
+    configs,
+    console_producer,
+    console_consumer,
+    log_cleaner,
+)
 
 
 class _Parser(argparse.ArgumentParser):

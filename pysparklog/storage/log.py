@@ -83,7 +83,8 @@ SWAP_MARKER = "pysparklog.swap"  # present while a compaction swaps segments in
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+# The .log goes last: a segment is listed by its .log, so it appears or vanishes whole.
+SEGMENT_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 ConfigSource = LogConfig | Callable[[], LogConfig]
 PARTITION_LEADER_EPOCH = 0  # one leader forever: the log itself
 EARLIEST_TIMESTAMP = -2
@@ -94,6 +95,7 @@ _STATE = struct.Struct(">4sh16sqqqqqqqq")
 _STATE_MAGIC = b"PSLG"
 _STATE_VERSION = 0
 _MAX_VIEW_RETRIES = 20
+_LISTING_TRUST_NS = 1_000_000_000
 _TOPIC_PARTITION = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
 
@@ -256,6 +258,7 @@ class PartitionLog:
         self._lock = FileLock(os.path.join(self.directory, STATE_FILE))
         self._segments: dict[int, LogSegment] = {}
         self._bases: list[int] = []
+        self._listed_mtime_ns = -1
         self._active: _ActiveSegment | None = None
         self._producers = ProducerStateTracker(self.directory)
         self._write_mutex = threading.Lock()
@@ -289,12 +292,25 @@ class PartitionLog:
 
     def _list_segments(self) -> list[int]:
         try:
+            self._listed_mtime_ns = os.stat(self.directory).st_mtime_ns  # before listing: later changes show
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return []
         bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
         self._bases = bases
         return bases
+
+    def _listing_is_current(self) -> bool:
+        """Whether the cached segment list still holds: no file was created, renamed or removed since.
+
+        The directory's mtime moves on every such change; a change in the same clock tick as the
+        listing could hide behind it, so a listing younger than a second is never trusted.
+        """
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except FileNotFoundError:
+            return False
+        return mtime == self._listed_mtime_ns and time.time_ns() - mtime > _LISTING_TRUST_NS
 
     # -- state record -------------------------------------------------------------------------
 
@@ -314,7 +330,8 @@ class PartitionLog:
         with self._lock.shared() as fd:
             state = self._read_state(fd) if fd is not None else None
             if state is not None:
-                bases = self._bases if self._bases and self._bases[-1] == state.active_base else self._list_segments()
+                cached = self._bases and self._bases[-1] == state.active_base and self._listing_is_current()
+                bases = self._bases if cached else self._list_segments()
                 if bases and bases[-1] == state.active_base:
                     log_start = max(state.log_start_offset, bases[0])
                     return LogView(tuple(bases), state.active_size, log_start, state.log_end_offset)
@@ -666,7 +683,8 @@ class PartitionLog:
         for path in (old.log_path, old.index_path, old.time_index_path):
             _fsync(path)
         new_base = max(new_base, active.state.log_end_offset)
-        self._producers.take_snapshot(self._bases, active.state.active_base, active.state.active_size, new_base)
+        bases = self._list_segments()  # other processes may have retired or compacted segments
+        self._producers.take_snapshot(bases, active.state.active_base, active.state.active_size, new_base)
         segment = self._create_segment(new_base)
         state = replace(
             active.state,
@@ -841,12 +859,13 @@ class PartitionLog:
     def _remove_stray_files(self) -> None:
         """Startup clean-up as ``LogLoader`` does it: leftover temporary files and orphan indexes.
 
-        ``.cleaned`` files of a compaction that never reached its swap are dropped; a swap that
-        started is finished from its marker (``_complete_pending_swap``) before this runs.
+        A swap that started is finished from its marker (``_complete_pending_swap``) before this
+        runs, so a ``.swap`` file here is an orphan. ``.cleaned`` files are left to the cleaner,
+        which may be writing them now and removes stale ones when it takes its own lock.
         """
         for name in os.listdir(self.directory):
             path = os.path.join(self.directory, name)
-            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)) or ".tmp." in name:
+            if name.endswith((DELETED_SUFFIX, SWAP_SUFFIX)) or ".tmp." in name:
                 os.remove(path)
             elif name.endswith((".index", ".timeindex", ".txnindex")):
                 stem = name.rsplit(".", 1)[0]
@@ -893,7 +912,7 @@ class PartitionLog:
         view = self.view()
         bases = view.segment_bases
         infos = []
-        for base, next_base in zip(bases, [*bases[1:], None], strict=True):
+        for base, next_base in zip(bases, [*bases[1:], None][: len(bases)], strict=True):
             segment = self.segment(base)
             end = view.end_of(base, segment)
             largest, _ = segment.largest_timestamp(end)
@@ -995,7 +1014,10 @@ class PartitionLog:
                 and old_bases[0] == cleaned_base
                 and active.segment.base_offset not in old_bases
                 and all(b in current for b in old_bases)
-                and os.path.exists(self._segment_path(cleaned_base, LOG_SUFFIX) + CLEANED_SUFFIX)
+                and all(
+                    os.path.exists(self._segment_path(cleaned_base, suffix) + CLEANED_SUFFIX)
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                )
             )
             if not ok:
                 self._rename_segment_files(cleaned_base, CLEANED_SUFFIX, None)

@@ -140,7 +140,7 @@ class ProducerStateTracker:
             path = self.snapshot_path(start)
             with open(path, "rb") as f:
                 producers = {e.producer_id: e for e in decode_snapshot(f.read(), file=path)}
-        for base, next_base in zip(bases, [*bases[1:], None], strict=True):
+        for base, next_base in zip(bases, [*bases[1:], None][: len(bases)], strict=True):
             if base >= offset or (next_base is not None and next_base <= start):
                 continue
             segment = LogSegment(self.directory, base)

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from pysparklog.errors import CorruptRecordError, InvalidConfigError
 from pysparklog.storage.records import kernels as k
-from pysparklog.storage.records.codecs import Codec, compress, decompress
+from pysparklog.storage.records.codecs import CODEC_MASK, Codec, compress, decompress
 from pysparklog.storage.records.default_records import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
@@ -383,7 +383,7 @@ class _Columns:
 _BINARY_TYPES = (pa.binary(), pa.string(), pa.large_binary(), pa.large_string())
 
 
-def _binary_buffers(arr: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def binary_buffers(arr: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(offsets, validity bytes, data) of a binary or string column, without copying the data."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
@@ -424,9 +424,9 @@ def _columns(batch: pa.RecordBatch, now_ms: int) -> _Columns:
     n = batch.num_rows
     if "value" not in names:
         raise InvalidConfigError(f"a 'value' column is required; the columns given are {names}")
-    value_offsets, value_valid, value_data = _binary_buffers(batch.column("value"), "value")
+    value_offsets, value_valid, value_data = binary_buffers(batch.column("value"), "value")
     if "key" in names:
-        key_offsets, key_valid, key_data = _binary_buffers(batch.column("key"), "key")
+        key_offsets, key_valid, key_data = binary_buffers(batch.column("key"), "key")
     else:
         key_offsets, key_valid, key_data = np.zeros(n + 1, np.int32), np.zeros(n, np.uint8), np.empty(0, np.uint8)
     timestamps = _timestamps_ms(batch.column("timestamp") if "timestamp" in names else None, n, now_ms)
@@ -458,8 +458,8 @@ def _columns(batch: pa.RecordBatch, now_ms: int) -> _Columns:
     list_offsets = np.asarray(pc.list_value_length(headers).fill_null(0), dtype=np.int32)
     header_list_offsets = np.concatenate(([0], np.cumsum(list_offsets, dtype=np.int32))).astype(np.int32)
     entries = headers.flatten()
-    hk_offsets, _hk_valid, hk_data = _binary_buffers(entries.field("key"), "headers.key")
-    hv_offsets, hv_valid, hv_data = _binary_buffers(entries.field("value"), "headers.value")
+    hk_offsets, _hk_valid, hk_data = binary_buffers(entries.field("key"), "headers.key")
+    hv_offsets, hv_valid, hv_data = binary_buffers(entries.field("value"), "headers.value")
     return _Columns(
         key_offsets,
         key_valid,
@@ -532,6 +532,8 @@ class BatchSettings:
 
 
 _ENCODE_CHUNK_BYTES = 16 * 1024 * 1024
+_NO_PLAN = np.empty((0, k.PLAN_FIELDS), dtype=np.int64)  # the encoder groups the rows itself
+_NO_OFFSET_DELTAS = np.empty(0, dtype=np.int64)
 _PER_RECORD_OVERHEAD = 36  # the largest varints a record can carry besides its data
 _PER_HEADER_OVERHEAD = 10  # the largest key and value length varints of a header
 
@@ -550,15 +552,22 @@ def _max_batches(rows: int, records_bytes: int, settings: BatchSettings) -> int:
     return min(rows, rows // settings.max_batch_records + 2 * records_bytes // room + 1)
 
 
-def _finish(out: np.ndarray, table: np.ndarray, used: int, codec: Codec) -> EncodedBatches:
-    """Compress (when asked) and checksum the batches the kernel wrote."""
+def _finish(out: np.ndarray, table: np.ndarray, used: int) -> EncodedBatches:
+    """Compress and checksum the batches the kernel wrote.
+
+    Each batch is compressed with the codec its attributes name, so batches of different codecs (a
+    segment the cleaner rewrites) are finished together.
+    """
     positions, sizes, counts = table[:, 0].copy(), table[:, 1].copy(), table[:, 3].copy()
-    if codec != Codec.NONE:
-        pieces: list[bytes | bytearray] = []
+    # The codec bits are in the low byte of the big-endian attributes.
+    codecs = out[positions + ATTRIBUTES_OFFSET + 1] & CODEC_MASK
+    if codecs.any():
+        pieces: list[bytes | bytearray | memoryview] = []
         cursor = 0
-        for i, (pos, size) in enumerate(zip(positions.tolist(), sizes.tolist(), strict=True)):
+        for i, (pos, size, codec) in enumerate(zip(positions.tolist(), sizes.tolist(), codecs.tolist(), strict=True)):
             header = bytearray(out[pos : pos + RECORD_BATCH_OVERHEAD].tobytes())
-            body = compress(codec, out.data[pos + RECORD_BATCH_OVERHEAD : pos + size])
+            records = out.data[pos + RECORD_BATCH_OVERHEAD : pos + size]
+            body = compress(Codec(codec), records) if codec != Codec.NONE else records
             new_size = RECORD_BATCH_OVERHEAD + len(body)
             header[LENGTH_OFFSET : LENGTH_OFFSET + 4] = (new_size - LOG_OVERHEAD).to_bytes(4, "big")
             pieces += [header, body]
@@ -641,17 +650,87 @@ def encode_arrow(
                     settings.producer_id,
                     settings.producer_epoch,
                     sequence,
+                    _NO_PLAN,
+                    _NO_OFFSET_DELTAS,
                     out,
                     table,
                 )
                 if n_batches:
                     break
                 capacity *= 2  # one record larger than the buffer: make room for it
-            encoded = _finish(out, table[:n_batches], used, settings.codec)
+            encoded = _finish(out, table[:n_batches], used)
             if sequence >= 0:
                 sequence = (sequence + encoded.num_records) % 2**31
             row = next_row
             yield encoded
+
+
+def encode_planned(records: pa.RecordBatch, plan: np.ndarray, offsets: np.ndarray) -> EncodedBatches:
+    """Encode batches whose layout the caller decides, as the cleaner rewrites the batches it filtered.
+
+    Each row of ``plan`` (columns ``kernels.P_*``) is one batch: its base offset, last offset delta,
+    base and max timestamps, attributes (codec included: the batch is compressed with it), producer
+    fields and partition leader epoch, and how many of ``records`` it holds. The plan's rows take
+    the records in order, so the first row of each batch is where the previous one ended; a batch
+    of 0 records is a header-only batch. ``offsets`` gives each record's absolute offset, which
+    becomes its offset delta from its batch's base offset: offsets are kept, never renumbered.
+
+    Args:
+        records: The records (``key``, ``value``, ``timestamp``, ``headers``), as ``decode_entries``
+            gives them.
+        plan: int64 array of shape (batches, ``kernels.PLAN_FIELDS``).
+        offsets: int64 offset of each record.
+
+    Returns:
+        The batches, checksummed, in plan order.
+    """
+    counts = plan[:, k.P_RECORDS]
+    if int(counts.sum()) != records.num_rows or len(offsets) != records.num_rows:
+        raise ValueError(f"the plan holds {int(counts.sum())} records for {records.num_rows} rows")
+    plan = plan.copy()
+    plan[:, k.P_FIRST_ROW] = np.cumsum(counts) - counts
+    offset_deltas = offsets - np.repeat(plan[:, k.P_BASE_OFFSET], counts)
+    cols = _columns(records, 0)  # decoded records always carry their timestamps
+    data_bytes = len(cols.key_data) + len(cols.value_data) + len(cols.header_key_data) + len(cols.header_value_data)
+    n_headers = int(cols.header_list_offsets[-1]) if cols.has_headers else 0
+    capacity = (
+        data_bytes
+        + records.num_rows * _PER_RECORD_OVERHEAD
+        + n_headers * _PER_HEADER_OVERHEAD
+        + len(plan) * RECORD_BATCH_OVERHEAD
+    )
+    out = _pool_empty(capacity, np.uint8)
+    table = np.empty((len(plan), 4), dtype=np.int64)
+    _next, n_batches, used = k.encode_v2_batches(
+        cols.key_offsets,
+        cols.key_valid,
+        cols.key_data,
+        cols.value_offsets,
+        cols.value_valid,
+        cols.value_data,
+        cols.timestamps,
+        cols.has_headers,
+        cols.header_list_offsets,
+        cols.header_key_offsets,
+        cols.header_key_data,
+        cols.header_value_offsets,
+        cols.header_value_valid,
+        cols.header_value_data,
+        0,
+        len(plan),
+        0,
+        0,
+        0,
+        NO_PRODUCER_ID,
+        NO_PRODUCER_EPOCH,
+        NO_SEQUENCE,
+        plan,
+        offset_deltas,
+        out,
+        table,
+    )
+    assert n_batches == len(plan), "the capacity is an upper bound of the encoded size"
+    return _finish(out, table, used)
 
 
 def encode_control_batch(

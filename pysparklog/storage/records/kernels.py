@@ -430,6 +430,22 @@ def _headers_size(
     return size
 
 
+# Columns of an encoding plan (``encode_v2_batches`` with ``plan``): one row per batch whose offsets,
+# timestamps and producer fields are given, as the cleaner rewrites a batch it removed records from.
+P_FIRST_ROW = 0  # first row of the batch's records
+P_RECORDS = 1  # records in the batch; 0 writes a header-only (empty) batch
+P_BASE_OFFSET = 2
+P_LAST_OFFSET_DELTA = 3  # kept from the original batch even when records are gone
+P_BASE_TIMESTAMP = 4  # the records' timestamp deltas are taken from it
+P_MAX_TIMESTAMP = 5
+P_ATTRIBUTES = 6
+P_PRODUCER_ID = 7
+P_PRODUCER_EPOCH = 8
+P_BASE_SEQUENCE = 9
+P_PARTITION_LEADER_EPOCH = 10
+PLAN_FIELDS = 11
+
+
 @njit(cache=True, nogil=True)
 def encode_v2_batches(
     key_offsets: np.ndarray,
@@ -454,42 +470,65 @@ def encode_v2_batches(
     producer_id: int,
     producer_epoch: int,
     base_sequence: int,
+    plan: np.ndarray,
+    offset_deltas: np.ndarray,
     out: np.ndarray,
     batch_table: np.ndarray,
 ) -> tuple[int, int, int]:
     """Encode rows ``[start_row, end_row)`` as uncompressed v2 batches into ``out``.
 
-    A batch closes before a record that would take it past ``max_batch_bytes`` (a record larger than
-    that gets a batch of its own) or past ``max_batch_records``. Headers are filled in except the
-    CRC, which the caller computes with the hardware CRC-32C. The base offset is 0: the log assigns
-    offsets on append. ``batch_table`` receives (position, size, first row, record count) per batch.
+    Without a plan (``plan`` has no rows), the encoder groups the rows: a batch closes before a record
+    that would take it past ``max_batch_bytes`` (a record larger than that gets a batch of its own) or
+    past ``max_batch_records``; record ``i`` of a batch gets offset delta ``i``, the base offset is 0
+    (the log assigns offsets on append) and every batch gets ``attributes`` and the producer fields.
+
+    With a plan, ``start_row``/``end_row`` index its rows instead: each plan row (``P_*`` columns) is
+    one batch holding exactly the rows it names, at the base offset, timestamps and producer fields
+    it gives, and each record's offset delta is ``offset_deltas[row]``. The grouping arguments are
+    then unused.
+
+    Headers are filled in except the CRC, which the caller computes with the hardware CRC-32C.
+    ``batch_table`` receives (position, size, first row, record count) per batch.
 
     Returns:
-        (first row not encoded, number of batches, bytes used in ``out``): the encoder stops early
-        when ``out`` or ``batch_table`` is full, and the caller continues from that row.
+        (first row, or plan row, not encoded; number of batches; bytes used in ``out``): the encoder
+        stops early when ``out`` or ``batch_table`` is full, and the caller continues from there.
     """
+    planned = plan.shape[0] > 0
+    batch_bytes = out.shape[0] if planned else max_batch_bytes  # a planned batch is never split
     out_pos = 0
     n_batches = 0
-    row = start_row
+    unit = start_row  # the next row, or the next plan row
     capacity = out.shape[0]
     seq = base_sequence
-    while row < end_row and n_batches < batch_table.shape[0]:
+    while unit < end_row and n_batches < batch_table.shape[0]:
         batch_start = out_pos
         if capacity - out_pos < _V2_HEADER:
             break
         pos = batch_start + _V2_HEADER
+        if planned:
+            row = plan[unit, P_FIRST_ROW]
+            last_row = row + plan[unit, P_RECORDS]
+            batch_records = plan[unit, P_RECORDS]
+            base_ts = plan[unit, P_BASE_TIMESTAMP]
+            max_ts = plan[unit, P_MAX_TIMESTAMP]
+        else:
+            row = unit
+            last_row = end_row
+            batch_records = max_batch_records
+            base_ts = timestamps[row]
+            max_ts = base_ts
         first_row = row
-        base_ts = timestamps[row]
-        max_ts = base_ts
         count = 0
-        while row < end_row and count < max_batch_records:
+        while row < last_row and count < batch_records:
             ts = timestamps[row]
+            offset_delta = offset_deltas[row] if planned else count
             # Only scalars go into the size helpers unless there are headers: numba keeps a reference count on
             # each array passed to an inlined helper that loops, two atomic operations per array and record
             # that its pruning does not remove, and they cost more than the rest of the encoder.
             klen = key_offsets[row + 1] - key_offsets[row] if key_valid[row] else -1
             vlen = value_offsets[row + 1] - value_offsets[row] if value_valid[row] else -1
-            body = 1 + _varint_size(ts - base_ts) + _varint_size(count) + _field_size(klen) + _field_size(vlen)
+            body = 1 + _varint_size(ts - base_ts) + _varint_size(offset_delta) + _field_size(klen) + _field_size(vlen)
             if has_headers:
                 body += _headers_size(
                     row, header_list_offsets, header_key_offsets, header_value_offsets, header_value_valid
@@ -497,7 +536,7 @@ def encode_v2_batches(
             else:
                 body += 1
             rec_size = _varint_size(body) + body
-            if count > 0 and pos - batch_start + rec_size > max_batch_bytes:
+            if count > 0 and pos - batch_start + rec_size > batch_bytes:
                 break
             if capacity - pos < rec_size:
                 break
@@ -505,7 +544,7 @@ def encode_v2_batches(
             out[pos] = 0
             pos += 1
             pos = _put_varint(out, pos, ts - base_ts)
-            pos = _put_varint(out, pos, count)
+            pos = _put_varint(out, pos, offset_delta)
             if key_valid[row]:
                 k0 = key_offsets[row]
                 klen = key_offsets[row + 1] - k0
@@ -547,28 +586,49 @@ def encode_v2_batches(
                 max_ts = ts
             count += 1
             row += 1
-        if count == 0:
-            break  # not even one record fits in what is left of ``out``
+        if (row < last_row) if planned else (count == 0):
+            break  # the planned batch, or not even one record, fits in what is left of ``out``
         size = pos - batch_start
-        _put_be(out, batch_start + 0, 0, 8)  # baseOffset: assigned by the log
         _put_be(out, batch_start + 8, size - _LOG_OVERHEAD, 4)
-        _put_be(out, batch_start + 12, -1, 4)  # partitionLeaderEpoch: set by the log
         out[batch_start + 16] = 2
         _put_be(out, batch_start + 17, 0, 4)  # crc: the caller's
-        _put_be(out, batch_start + 21, attributes, 2)
-        _put_be(out, batch_start + 23, count - 1, 4)
         _put_be(out, batch_start + 27, base_ts, 8)
         _put_be(out, batch_start + 35, max_ts, 8)
-        _put_be(out, batch_start + 43, producer_id, 8)
-        _put_be(out, batch_start + 51, producer_epoch, 2)
-        _put_be(out, batch_start + 53, seq, 4)
         _put_be(out, batch_start + 57, count, 4)
-        if seq >= 0:
-            seq = (seq + count) % 2147483648
+        if planned:
+            _put_be(out, batch_start + 0, plan[unit, P_BASE_OFFSET], 8)
+            _put_be(out, batch_start + 12, plan[unit, P_PARTITION_LEADER_EPOCH], 4)
+            _put_be(out, batch_start + 21, plan[unit, P_ATTRIBUTES], 2)
+            _put_be(out, batch_start + 23, plan[unit, P_LAST_OFFSET_DELTA], 4)
+            _put_be(out, batch_start + 43, plan[unit, P_PRODUCER_ID], 8)
+            _put_be(out, batch_start + 51, plan[unit, P_PRODUCER_EPOCH], 2)
+            _put_be(out, batch_start + 53, plan[unit, P_BASE_SEQUENCE], 4)
+            unit += 1
+        else:
+            _put_be(out, batch_start + 0, 0, 8)  # baseOffset: assigned by the log
+            _put_be(out, batch_start + 12, -1, 4)  # partitionLeaderEpoch: set by the log
+            _put_be(out, batch_start + 21, attributes, 2)
+            _put_be(out, batch_start + 23, count - 1, 4)
+            _put_be(out, batch_start + 43, producer_id, 8)
+            _put_be(out, batch_start + 51, producer_epoch, 2)
+            _put_be(out, batch_start + 53, seq, 4)
+            if seq >= 0:
+                seq = (seq + count) % 2147483648
+            unit = row
         batch_table[n_batches, 0] = batch_start
         batch_table[n_batches, 1] = size
         batch_table[n_batches, 2] = first_row
         batch_table[n_batches, 3] = count
         n_batches += 1
         out_pos = pos
-    return row, n_batches, out_pos
+    return unit, n_batches, out_pos
+
+
+@njit(cache=True, nogil=True)
+def copy_ranges(
+    dst: np.ndarray, dst_positions: np.ndarray, src: np.ndarray, src_positions: np.ndarray, sizes: np.ndarray
+) -> None:
+    """``dst[dst_positions[i]:+sizes[i]] = src[src_positions[i]:+sizes[i]]`` for every ``i``: gathers whole
+    entries from one buffer into another without a Python step per entry."""
+    for i in range(sizes.shape[0]):
+        _copy(dst, dst_positions[i], src, src_positions[i], sizes[i])
