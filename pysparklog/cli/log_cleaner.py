@@ -22,6 +22,7 @@ import threading
 from types import FrameType
 
 from pysparklog.cli._common import add_log_dir_argument, open_log_dir
+from pysparklog.cli.progress import progress_bar
 from pysparklog.storage.cleaner import CleanerReport, run_cleaner
 from pysparklog.storage.log_dir import LogDirectory
 
@@ -84,7 +85,9 @@ def _count(n: int, noun: str) -> str:
 def _pass(logs: LogDirectory, topic: str | None) -> bool:
     """One pass, its lines printed as they come; False when a partition failed (reported on stderr)."""
     ok = True
-    for report in run_cleaner(logs, topic):
+    with progress_bar("Cleaning") as progress:
+        reports = run_cleaner(logs, topic, progress=progress)
+    for report in reports:
         for line in describe(report):
             print(line, flush=True)
         if report.error is not None:

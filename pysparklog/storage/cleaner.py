@@ -71,6 +71,7 @@ from pysparklog.storage.records.default_records import (
 from pysparklog.storage.records.memory_records import EntryTable
 from pysparklog.storage.retention import RetentionResult, run_retention
 from pysparklog.storage.segment import Chunk, IndexBuild, LogSegment
+from pysparklog.storage.topics import Progress
 
 DEDUPE_BUFFER_BYTES = 128 * 1024 * 1024  # Kafka's log.cleaner.dedupe.buffer.size: the offset map's budget
 PRODUCER_ID_EXPIRATION_MS = 24 * 60 * 60 * 1000  # Kafka's producer.id.expiration.ms
@@ -862,7 +863,10 @@ def clean_log(
 
 
 def run_cleaner(
-    log_dir: str | os.PathLike[str] | LogDirectory, topic: str | None = None, now_ms: int | None = None
+    log_dir: str | os.PathLike[str] | LogDirectory,
+    topic: str | None = None,
+    now_ms: int | None = None,
+    progress: Progress | None = None,
 ) -> list[CleanerReport]:
     """One pass of a broker's log maintenance over a log directory: retention for every partition
     (``retention.run_retention``), then compaction of the compacted partitions that are due,
@@ -872,6 +876,7 @@ def run_cleaner(
         log_dir: The log directory (a path or a ``LogDirectory``, whose topic configs apply).
         topic: Only this topic's partitions.
         now_ms: The current time in milliseconds (default: the clock).
+        progress: Called with (steps done, steps) as partitions are retained and compacted.
 
     Returns:
         One report per partition, sorted by topic and partition. A partition whose retention or
@@ -884,19 +889,23 @@ def run_cleaner(
     opened: dict[tuple[str, int], PartitionLog] = {}
     due = []
     try:
-        for tp in partitions:
+        for done, tp in enumerate(partitions, 1):
             try:
                 log = opened[tp] = logs.partition(*tp)
                 reports[tp] = replace(reports[tp], retention=run_retention(log, now))
                 due += cleanable_logs([log], now)
             except (PySparkLogError, OSError) as error:
                 reports[tp] = replace(reports[tp], error=_describe(error))
-        for log, _cleanable in _dirtiest_first(due):
+            if progress is not None:
+                progress(done, len(partitions) + len(due))
+        for done, (log, _cleanable) in enumerate(_dirtiest_first(due), len(partitions) + 1):
             tp = (log.topic, log.partition)
             try:
                 reports[tp] = replace(reports[tp], compaction=clean_log(log, now))
             except (PySparkLogError, OSError) as error:
                 reports[tp] = replace(reports[tp], error=_describe(error))
+            if progress is not None:
+                progress(done, len(partitions) + len(due))
     finally:
         for log in opened.values():
             log.close()

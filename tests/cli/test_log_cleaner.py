@@ -139,3 +139,30 @@ def test_a_corrupt_partition_is_reported_and_the_pass_goes_on(log_dir: Path) -> 
     assert "CRC-32C mismatch" in proc.stderr and len(proc.stderr.splitlines()) == 1
     assert [line.split(":")[0] for line in proc.stdout.splitlines()] == ["retention events-0", "compaction users-0"]
     assert segment.read_bytes() == bytes(data), "the corrupt partition is left as it was"
+
+
+def test_a_terminal_gets_a_progress_bar_and_a_pipe_does_not(log_dir: Path) -> None:
+    leader, follower = os.openpty()
+    try:
+        proc = subprocess.run(
+            [*CLI, "log-cleaner", "--log-dir", str(log_dir), "--once"],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=120,
+        )
+        os.close(follower)
+        on_terminal = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            on_terminal += chunk
+    finally:
+        os.close(leader)
+    assert proc.returncode == 0
+    assert b"Cleaning [" in on_terminal and b"\x1b[K" in on_terminal, "drawn, then erased"
+    piped = run_cli("log-cleaner", "--log-dir", str(log_dir), "--once")
+    assert "Cleaning [" not in piped.stderr
