@@ -2,7 +2,7 @@
 by any number of processes at once.
 
 Appends are serialised by an exclusive lock on the partition's ``pysparklog.state`` file, which
-also holds the state of the last acknowledged append (a fixed 90-byte record, below). Readers
+also holds the state of the last acknowledged append (a fixed 98-byte record, below). Readers
 take the lock shared for a moment to read that record and never look past the acknowledged size,
 so a batch being written is never seen half-written.
 
@@ -19,7 +19,8 @@ so a batch being written is never seen half-written.
     62 log start offset       int64
     70 recovery point         int64    everything below is fsynced
     78 last flush time        int64    milliseconds
-    86 crc                    uint32   CRC-32C of bytes [0, 86)
+    86 segments generation    int64    bumped whenever segments are added, retired or swapped
+    94 crc                    uint32   CRC-32C of bytes [0, 94)
 
 A writer that finds bytes past the acknowledged size (a writer died mid-append) validates them as
 Kafka's recovery does and truncates at the first invalid batch. A boot id other than the machine's
@@ -91,11 +92,10 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
-_STATE = struct.Struct(">4sh16sqqqqqqqq")
+_STATE = struct.Struct(">4sh16sqqqqqqqqq")
 _STATE_MAGIC = b"PSLG"
 _STATE_VERSION = 0
 _MAX_VIEW_RETRIES = 20
-_LISTING_TRUST_NS = 1_000_000_000
 _TOPIC_PARTITION = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
 
@@ -138,6 +138,7 @@ class LogState:
     log_start_offset: int
     recovery_point: int
     last_flush_ms: int
+    segments_generation: int = 0
     boot_id: bytes = BOOT_ID
 
     def encode(self) -> bytes:
@@ -153,6 +154,7 @@ class LogState:
             self.log_start_offset,
             self.recovery_point,
             self.last_flush_ms,
+            self.segments_generation,
         )
         return body + struct.pack(">I", _crc32c.crc32c(body))
 
@@ -167,9 +169,20 @@ class LogState:
         magic, version, boot, *values = _STATE.unpack(body)
         if magic != _STATE_MAGIC or version != _STATE_VERSION:
             return None
-        active_base, active_size, end, max_ts, offset_of_max_ts, log_start, recovery_point, flushed = values
+        (active_base, active_size, end, max_ts, offset_of_max_ts, log_start, recovery_point, flushed, generation) = (
+            values
+        )
         return cls(
-            active_base, active_size, end, max_ts, offset_of_max_ts, log_start, recovery_point, flushed, boot_id=boot
+            active_base,
+            active_size,
+            end,
+            max_ts,
+            offset_of_max_ts,
+            log_start,
+            recovery_point,
+            flushed,
+            generation,
+            boot,
         )
 
 
@@ -258,7 +271,7 @@ class PartitionLog:
         self._lock = FileLock(os.path.join(self.directory, STATE_FILE))
         self._segments: dict[int, LogSegment] = {}
         self._bases: list[int] = []
-        self._listed_mtime_ns = -1
+        self._listed_generation = -1  # the state's segments generation when ``_bases`` was listed
         self._active: _ActiveSegment | None = None
         self._producers = ProducerStateTracker(self.directory)
         self._write_mutex = threading.Lock()
@@ -292,25 +305,12 @@ class PartitionLog:
 
     def _list_segments(self) -> list[int]:
         try:
-            self._listed_mtime_ns = os.stat(self.directory).st_mtime_ns  # before listing: later changes show
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return []
         bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
         self._bases = bases
         return bases
-
-    def _listing_is_current(self) -> bool:
-        """Whether the cached segment list still holds: no file was created, renamed or removed since.
-
-        The directory's mtime moves on every such change; a change in the same clock tick as the
-        listing could hide behind it, so a listing younger than a second is never trusted.
-        """
-        try:
-            mtime = os.stat(self.directory).st_mtime_ns
-        except FileNotFoundError:
-            return False
-        return mtime == self._listed_mtime_ns and time.time_ns() - mtime > _LISTING_TRUST_NS
 
     # -- state record -------------------------------------------------------------------------
 
@@ -325,13 +325,14 @@ class PartitionLog:
     def view(self) -> LogView:
         """The acknowledged extent of the log, read consistently with concurrent writers."""
         if os.path.exists(os.path.join(self.directory, SWAP_MARKER)):
-            with self._write_mutex, self._lock.exclusive():
-                self._complete_pending_swap()
+            with self._write_mutex, self._lock.exclusive() as fd:
+                self._complete_pending_swap(fd)
         with self._lock.shared() as fd:
             state = self._read_state(fd) if fd is not None else None
             if state is not None:
-                cached = self._bases and self._bases[-1] == state.active_base and self._listing_is_current()
+                cached = self._bases and self._listed_generation == state.segments_generation
                 bases = self._bases if cached else self._list_segments()
+                self._listed_generation = state.segments_generation
                 if bases and bases[-1] == state.active_base:
                     log_start = max(state.log_start_offset, bases[0])
                     return LogView(tuple(bases), state.active_size, log_start, state.log_end_offset)
@@ -694,6 +695,7 @@ class PartitionLog:
             offset_of_max_timestamp=new_base,
             recovery_point=new_base,
             last_flush_ms=now,
+            segments_generation=active.state.segments_generation + 1,
         )
         self._write_state(fd, state)
         self._write_checkpoints(state)
@@ -751,7 +753,7 @@ class PartitionLog:
     def _sync_for_write(self, fd: int) -> _ActiveSegment:
         """Bring this process's view of the active segment up to date; repair a torn tail."""
         self._config = self.config
-        self._complete_pending_swap()
+        self._complete_pending_swap(fd)
         state = self._read_state(fd)
         active = self._active
         if state is not None and state.boot_id == BOOT_ID:
@@ -769,8 +771,9 @@ class PartitionLog:
         return active
 
     def _load_active(self, state: LogState) -> _ActiveSegment:
-        if not self._bases or self._bases[-1] != state.active_base:
+        if not self._bases or self._listed_generation != state.segments_generation:
             self._list_segments()
+            self._listed_generation = state.segments_generation
         segment = self.segment(state.active_base)
         index = OffsetIndex.load(segment.index_path, segment.base_offset)
         time_index = TimeIndex.load(segment.time_index_path, segment.base_offset)
@@ -799,6 +802,7 @@ class PartitionLog:
         segments are deleted when one is truncated.
         """
         os.makedirs(self.directory, exist_ok=True)
+        previous = self._read_state(fd)
         self._remove_stray_files()
         bases = self._list_segments()
         if not bases:
@@ -844,6 +848,7 @@ class PartitionLog:
             log_start,
             min(recovery_point, end_offset),
             now,
+            previous.segments_generation + 1 if previous is not None else 1,
         )
         self._ensure_partition_files(bases[0])
         self._write_state(fd, state)
@@ -974,7 +979,11 @@ class PartitionLog:
                 snapshot = parse_segment_name(name, ".snapshot")
                 if snapshot is not None and snapshot < self._bases[0]:
                     os.remove(os.path.join(self.directory, name))
-            active.state = replace(active.state, log_start_offset=max(active.state.log_start_offset, self._bases[0]))
+            active.state = replace(
+                active.state,
+                log_start_offset=max(active.state.log_start_offset, self._bases[0]),
+                segments_generation=active.state.segments_generation + 1,
+            )
             self._write_state(fd, active.state)
             self._write_checkpoints(active.state)
             return active.state.log_start_offset
@@ -1027,9 +1036,9 @@ class PartitionLog:
                 )
             marker = {"old": [int(b) for b in old_bases], "new": int(cleaned_base), "phase": "swap"}
             checkpoints.write_atomically(os.path.join(self.directory, SWAP_MARKER), json.dumps(marker).encode())
-            self._complete_pending_swap()
+            self._complete_pending_swap(fd)
 
-    def _complete_pending_swap(self) -> None:
+    def _complete_pending_swap(self, fd: int) -> None:
         """Finish a segment swap from its marker; every step is idempotent. Runs under the write lock."""
         path = os.path.join(self.directory, SWAP_MARKER)
         try:
@@ -1049,6 +1058,9 @@ class PartitionLog:
         for base in old:
             self._segments.pop(base, None)
         self._bases = []
+        state = self._read_state(fd)
+        if state is not None:
+            self._write_state(fd, replace(state, segments_generation=state.segments_generation + 1))
 
     def _segment_path(self, base: int, suffix: str) -> str:
         return os.path.join(self.directory, filename_prefix(base) + suffix)
