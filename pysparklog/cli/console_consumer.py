@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -134,14 +136,16 @@ def run(args: argparse.Namespace) -> int:
     reset = EARLIEST_TIMESTAMP if args.from_beginning else LATEST_TIMESTAMP
     consumer = _Consumer({p: logs.partition(args.topic, p) for p in partitions}, start, reset, formatter)
     timeout_s = args.timeout_ms / 1000 if args.timeout_ms is not None and args.timeout_ms >= 0 else None
+    # Ctrl-C sets a flag the loop checks between polls, so a record is never printed without being counted.
+    interrupted = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
     try:
-        consumer.consume(sys.stdout.buffer, args.max_messages, timeout_s)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        consumer.consume(sys.stdout.buffer, args.max_messages, timeout_s, interrupted)
     finally:
+        signal.signal(signal.SIGINT, previous)
         consumer.close()
         print(f"Processed a total of {consumer.count} messages", file=sys.stderr)
-    return 0
+    return EXIT_INTERRUPTED if interrupted.is_set() else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,17 +235,18 @@ class _Consumer:
             return offset
         return self._position(log, self._reset)
 
-    def consume(self, out: BinaryIO, max_messages: int | None, timeout_s: float | None) -> None:
-        """Poll and print until ``max_messages`` records are printed or none came for ``timeout_s``."""
+    def consume(self, out: BinaryIO, max_messages: int | None, timeout_s: float | None, stop: threading.Event) -> None:
+        """Poll and print until ``max_messages`` records are printed, none came for ``timeout_s``, or
+        ``stop`` is set."""
         last_record = time.monotonic()
-        while max_messages is None or self.count < max_messages:
+        while not stop.is_set() and (max_messages is None or self.count < max_messages):
             if self._poll(out, None if max_messages is None else max_messages - self.count):
                 last_record = time.monotonic()
                 continue
             idle = time.monotonic() - last_record
             if timeout_s is not None and idle >= timeout_s:
                 return
-            time.sleep(POLL_INTERVAL_S if timeout_s is None else min(POLL_INTERVAL_S, timeout_s - idle))
+            stop.wait(POLL_INTERVAL_S if timeout_s is None else min(POLL_INTERVAL_S, timeout_s - idle))
 
     def _poll(self, out: BinaryIO, limit: int | None) -> int:
         """Print one chunk of each partition past its position, at most ``limit`` records in all."""
