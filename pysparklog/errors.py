@@ -42,6 +42,10 @@ class InvalidConfigError(PySparkLogError, ValueError):
     """A configuration key or value that is not accepted; the message names both and what is accepted."""
 
 
+class InvalidTimestampError(PySparkLogError, ValueError):
+    """A record timestamp outside the topic's ``message.timestamp.before.max.ms`` / ``after.max.ms`` window."""
+
+
 class InvalidOffsetError(PySparkLogError, ValueError):
     """An offset that is negative, overflows, or lies outside what the log holds."""
 

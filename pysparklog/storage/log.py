@@ -50,15 +50,17 @@ from pysparklog.errors import (
     InvalidConfigError,
     InvalidLogDirectoryError,
     InvalidOffsetError,
+    InvalidTimestampError,
     OffsetOutOfRangeError,
 )
 from pysparklog.storage import checkpoints
-from pysparklog.storage.config import INT_MAX, LogConfig
+from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
 from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex, max_entries
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.producer_state import ProducerStateTracker
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, decode_entries, encode_arrow
+from pysparklog.storage.records.codecs import Codec
 from pysparklog.storage.records.default_records import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -80,6 +82,7 @@ from pysparklog.storage.segment import (
 )
 
 STATE_FILE = "pysparklog.state"
+PRODUCER_COMPRESSION = "producer"  # compression.type: keep the producer's codec
 SWAP_MARKER = "pysparklog.swap"  # present while a compaction swaps segments in
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -550,7 +553,68 @@ class PartitionLog:
         os.makedirs(self.directory, exist_ok=True)
         with self._write_mutex, self._lock.exclusive() as fd:
             active = self._sync_for_write(fd)
+            self._check_timestamps(buf, entries)
+            if self._needs_recompression(entries):
+                buf, entries = self._recompress(buf, entries)
             return self._append_locked(fd, active, buf, entries)
+
+    def _check_timestamps(self, buf: np.ndarray, entries: EntryTable) -> None:
+        """Kafka's ``message.timestamp.before.max.ms`` / ``after.max.ms``: refuse records whose
+        CreateTime is too far from now; nothing of the append is written then."""
+        cfg = self._config
+        before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+        if cfg.message_timestamp_type != TimestampType.CREATE_TIME or (before == LONG_MAX and after == LONG_MAX):
+            return
+        now = int(time.time() * 1000)
+        low, high = now - before, now + min(after, LONG_MAX - now)
+        for batch in decode_entries(buf, entries.select(~entries.is_control), topic=self.topic, partition=0):
+            stamps = batch.column("timestamp").cast(pa.int64()).to_numpy()
+            bad = np.flatnonzero((stamps < low) | (stamps > high))
+            if len(bad):
+                raise InvalidTimestampError(
+                    f"timestamp {int(stamps[bad[0]])} of a record for {self.topic}-{self.partition} is out of range: "
+                    f"it must be within [{low}, {high}] (message.timestamp.before.max.ms={before}, "
+                    f"message.timestamp.after.max.ms={after})"
+                )
+
+    def _needs_recompression(self, entries: EntryTable) -> bool:
+        target = self._config.compression_type
+        if target == PRODUCER_COMPRESSION:
+            return False
+        data = ~entries.is_control
+        return bool((entries.codecs[data] != Codec.from_name(target)).any())
+
+    def _recompress(self, buf: np.ndarray, entries: EntryTable) -> tuple[np.ndarray, EntryTable]:
+        """Rewrite data batches in the topic's ``compression.type``, as a broker does, keeping each
+        batch's records, timestamps, producer id, epoch, sequence and transactional flag."""
+        codec = Codec.from_name(self._config.compression_type)
+        pieces: list[bytes] = []
+        rows = entries.rows
+        for i in range(len(entries)):
+            pos, size = int(rows[i, k.E_POSITION]), int(rows[i, k.E_SIZE])
+            if entries.is_control[i] or entries.codecs[i] == codec:
+                pieces.append(buf[pos : pos + size].tobytes())
+                continue
+            records = pa.Table.from_batches(
+                list(
+                    decode_entries(
+                        buf, entries.select(slice(i, i + 1)), topic=self.topic, partition=0, include_headers=True
+                    )
+                )
+            )
+            settings = BatchSettings(
+                codec=codec,
+                max_batch_bytes=INT_MAX,  # one batch in, one batch out
+                max_batch_records=max(records.num_rows, 1),
+                timestamp_type=TimestampType.CREATE_TIME,
+                producer_id=int(rows[i, k.E_PRODUCER_ID]),
+                producer_epoch=int(rows[i, k.E_PRODUCER_EPOCH]),
+                base_sequence=int(rows[i, k.E_BASE_SEQUENCE]),
+                transactional=bool(entries.is_transactional[i]),
+            )
+            pieces += [encoded.data.tobytes() for encoded in encode_arrow(records, settings)]
+        rebuilt = np.frombuffer(bytearray(b"".join(pieces)), dtype=np.uint8)
+        return rebuilt, scan(rebuilt)
 
     def _append_locked(self, fd: int, active: _ActiveSegment, buf: np.ndarray, entries: EntryTable) -> AppendInfo:
         now = int(time.time() * 1000)
