@@ -379,6 +379,51 @@ class _Columns:
     header_value_valid: np.ndarray
     header_value_data: np.ndarray
 
+    def encode(
+        self,
+        start_row: int,
+        end_row: int,
+        max_batch_bytes: int,
+        max_batch_records: int,
+        attributes: int,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        plan: np.ndarray,
+        offset_deltas: np.ndarray,
+        out: np.ndarray,
+        table: np.ndarray,
+    ) -> tuple[int, int, int]:
+        """``kernels.encode_v2_batches`` over these columns: the one place that lists them for it."""
+        return k.encode_v2_batches(
+            self.key_offsets,
+            self.key_valid,
+            self.key_data,
+            self.value_offsets,
+            self.value_valid,
+            self.value_data,
+            self.timestamps,
+            self.has_headers,
+            self.header_list_offsets,
+            self.header_key_offsets,
+            self.header_key_data,
+            self.header_value_offsets,
+            self.header_value_valid,
+            self.header_value_data,
+            start_row,
+            end_row,
+            max_batch_bytes,
+            max_batch_records,
+            attributes,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            plan,
+            offset_deltas,
+            out,
+            table,
+        )
+
 
 _BINARY_TYPES = (pa.binary(), pa.string(), pa.large_binary(), pa.large_string())
 
@@ -627,21 +672,7 @@ def encode_arrow(
             while True:
                 out = _pool_empty(capacity, np.uint8)
                 table = np.empty((min(max_batches, capacity // RECORD_BATCH_OVERHEAD), 4), dtype=np.int64)
-                next_row, n_batches, used = k.encode_v2_batches(
-                    cols.key_offsets,
-                    cols.key_valid,
-                    cols.key_data,
-                    cols.value_offsets,
-                    cols.value_valid,
-                    cols.value_data,
-                    cols.timestamps,
-                    cols.has_headers,
-                    cols.header_list_offsets,
-                    cols.header_key_offsets,
-                    cols.header_key_data,
-                    cols.header_value_offsets,
-                    cols.header_value_valid,
-                    cols.header_value_data,
+                next_row, n_batches, used = cols.encode(
                     row,
                     end_row,
                     settings.max_batch_bytes,
@@ -701,21 +732,7 @@ def encode_planned(records: pa.RecordBatch, plan: np.ndarray, offsets: np.ndarra
     )
     out = _pool_empty(capacity, np.uint8)
     table = np.empty((len(plan), 4), dtype=np.int64)
-    _next, n_batches, used = k.encode_v2_batches(
-        cols.key_offsets,
-        cols.key_valid,
-        cols.key_data,
-        cols.value_offsets,
-        cols.value_valid,
-        cols.value_data,
-        cols.timestamps,
-        cols.has_headers,
-        cols.header_list_offsets,
-        cols.header_key_offsets,
-        cols.header_key_data,
-        cols.header_value_offsets,
-        cols.header_value_valid,
-        cols.header_value_data,
+    _next, n_batches, used = cols.encode(
         0,
         len(plan),
         0,
