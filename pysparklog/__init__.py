@@ -5,13 +5,19 @@ re-exports the small API most programs need.
 """
 
 from pysparklog.errors import (
+    CommitFailedError,
     CorruptRecordError,
+    FencedInstanceIdError,
+    GroupIdNotFoundError,
+    GroupNotEmptyError,
     InvalidConfigError,
     InvalidLogDirectoryError,
     InvalidOffsetError,
     InvalidPartitionsError,
     InvalidTopicError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
     PySparkLogError,
     TopicExistsError,
     UnknownTopicError,
@@ -24,12 +30,17 @@ from pysparklog.storage.records.arrow_records import BatchSettings
 from pysparklog.storage.records.codecs import Codec
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.topics import TopicMetadata, TopicStore
+from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "AppendInfo",
     "BatchSettings",
     "Codec",
+    "CommitFailedError",
     "CorruptRecordError",
+    "FencedInstanceIdError",
+    "GroupIdNotFoundError",
+    "GroupNotEmptyError",
     "InvalidConfigError",
     "InvalidLogDirectoryError",
     "InvalidOffsetError",
@@ -37,12 +48,16 @@ __all__ = [
     "InvalidTopicError",
     "LogConfig",
     "LogDirectory",
+    "OffsetAndMetadata",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "PartitionLog",
+    "ProducerFencedError",
     "PySparkLogError",
     "TimestampType",
     "TopicExistsError",
     "TopicMetadata",
+    "TopicPartition",
     "TopicStore",
     "UnknownTopicError",
     "UnsupportedCodecError",

@@ -73,3 +73,30 @@ class TopicExistsError(PySparkLogError):
 
 class InvalidPartitionsError(PySparkLogError, ValueError):
     """A partition count below 1, or an alteration that would not add partitions."""
+
+
+class OutOfOrderSequenceError(PySparkLogError):
+    """An idempotent batch whose sequence does not follow the producer's last one (Kafka's
+    ``OutOfOrderSequenceException``): a batch was lost in between, so appending it would leave a gap."""
+
+
+class ProducerFencedError(PySparkLogError):
+    """A batch from a producer epoch older than the one the log has seen (Kafka's
+    ``InvalidProducerEpochException`` / ``ProducerFencedException``): a newer instance took over."""
+
+
+class CommitFailedError(PySparkLogError):
+    """An offset commit refused because the committing member no longer owns the partition in the
+    group's current generation (Kafka's ``CommitFailedException``): a rebalance moved it."""
+
+
+class FencedInstanceIdError(PySparkLogError):
+    """A static member (``group.instance.id``) replaced by a newer member with the same instance id."""
+
+
+class GroupNotEmptyError(PySparkLogError):
+    """An operation that needs a group without live members (delete, reset offsets) on an active group."""
+
+
+class GroupIdNotFoundError(PySparkLogError, LookupError):
+    """A consumer group with neither committed offsets nor members."""
