@@ -57,7 +57,14 @@ from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
 from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex, max_entries
 from pysparklog.storage.locking import FileLock
-from pysparklog.storage.producer_state import ProducerStateTracker
+from pysparklog.storage.producer_state import (
+    ProducerEntry,
+    ProducerStateTracker,
+    apply_entry,
+    check_sequence,
+    next_sequence,
+    replay_segment,
+)
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, decode_entries, encode_arrow
 from pysparklog.storage.records.codecs import Codec
@@ -250,6 +257,28 @@ class _ActiveSegment:
     pending_time_index: list[tuple[int, int]] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _ProducerCache:
+    """The producers' state as of one acknowledged log end, kept between idempotent appends."""
+
+    producers: dict[int, ProducerEntry]
+    active_base: int
+    active_size: int
+    log_end_offset: int
+
+
+@dataclass(slots=True)
+class _ProducerCheck:
+    """An idempotent append checked against the producers' state: which batches are new, where each
+    batch is (or already was) in the log, and the producers' state once the new ones are appended."""
+
+    keep: np.ndarray
+    first_offsets: np.ndarray
+    last_offsets: np.ndarray
+    max_timestamps: np.ndarray
+    updated: dict[int, ProducerEntry]
+
+
 class PartitionLog:
     """One partition's log directory.
 
@@ -277,6 +306,7 @@ class PartitionLog:
         self._listed_generation = -1  # the state's segments generation when ``_bases`` was listed
         self._active: _ActiveSegment | None = None
         self._producers = ProducerStateTracker(self.directory)
+        self._producer_cache: _ProducerCache | None = None
         self._write_mutex = threading.Lock()
 
     def __repr__(self) -> str:
@@ -524,9 +554,20 @@ class PartitionLog:
         The batches are acknowledged when this returns: written to the segment (and fsynced when
         the flush policy says so) with the state record updated, so every reader sees them.
 
+        Batches of an idempotent producer (producer id and base sequence set) are checked as a
+        broker checks them: a batch repeating one of the producer's last five batches (same epoch
+        and sequences) is not written again and the offsets it was first given are returned, so a
+        producer that retries an append it could not see acknowledged never duplicates records.
+
+        Returns:
+            The offsets the batches hold: ``first_offset`` of the first batch to ``last_offset`` of
+            the last (a retried batch keeps its original offsets).
+
         Raises:
             CorruptRecordError: A batch's checksum is wrong or it is not a complete v2 batch.
             InvalidConfigError: A batch is larger than ``max.message.bytes``.
+            OutOfOrderSequenceError: An idempotent batch does not follow its producer's last batch.
+            ProducerFencedError: An idempotent batch comes from an older epoch of its producer.
         """
         if isinstance(batches, EncodedBatches):
             buf = batches.data
@@ -553,10 +594,101 @@ class PartitionLog:
         os.makedirs(self.directory, exist_ok=True)
         with self._write_mutex, self._lock.exclusive() as fd:
             active = self._sync_for_write(fd)
+            check = self._check_producers(active, buf, entries) if entries.has_producers else None
+            if check is not None and not check.keep.all():
+                entries = entries.select(check.keep)
             self._check_timestamps(buf, entries)
             if self._needs_recompression(entries):
                 buf, entries = self._recompress(buf, entries)
-            return self._append_locked(fd, active, buf, entries)
+            info = self._append_locked(fd, active, buf, entries) if len(entries) else None
+            if check is None:
+                assert info is not None
+                return info
+            self._remember_producers(check.updated)
+            repeated = check.max_timestamps[~check.keep]
+            return AppendInfo(
+                int(check.first_offsets[0]),
+                int(check.last_offsets[-1]),
+                int((check.last_offsets - check.first_offsets + 1).sum()),
+                info.log_append_time_ms if info is not None else -1,
+                max(info.max_timestamp if info is not None else -1, int(repeated.max()) if len(repeated) else -1),
+            )
+
+    # -- idempotent producers -----------------------------------------------------------------
+
+    def _producer_state(self, active: _ActiveSegment) -> dict[int, ProducerEntry]:
+        """The producers as of the acknowledged log end: the cached state, brought forward over what
+        other processes appended since, or rebuilt from the last snapshot when the log moved under it
+        (a roll, a truncation). Runs under the write lock."""
+        state = active.state
+        cache = self._producer_cache
+        if (
+            cache is not None
+            and cache.active_base == state.active_base
+            and cache.active_size <= state.active_size
+            and cache.log_end_offset <= state.log_end_offset
+        ):
+            replay_segment(
+                cache.producers,
+                active.segment,
+                cache.active_size,
+                state.active_size,
+                cache.log_end_offset,
+                state.log_end_offset,
+            )
+        else:
+            producers = self._producers.load(
+                self._list_segments(), state.active_base, state.active_size, state.log_end_offset
+            )
+            cache = self._producer_cache = _ProducerCache(producers, 0, 0, 0)
+        cache.active_base, cache.active_size, cache.log_end_offset = (
+            state.active_base,
+            state.active_size,
+            state.log_end_offset,
+        )
+        return cache.producers
+
+    def _check_producers(self, active: _ActiveSegment, buf: np.ndarray, entries: EntryTable) -> _ProducerCheck:
+        """Kafka's producer-state validation of an append: drop duplicates, refuse gaps and fenced epochs."""
+        producers = self._producer_state(active)
+        updated: dict[int, ProducerEntry] = {}
+        n = len(entries)
+        keep = np.ones(n, dtype=bool)
+        first_offsets = np.empty(n, dtype=np.int64)
+        last_offsets = np.empty(n, dtype=np.int64)
+        max_timestamps = entries.max_timestamps.copy()
+        next_offset = active.state.log_end_offset
+        for i, row in enumerate(entries.rows):
+            pid, epoch, delta = int(row[k.E_PRODUCER_ID]), int(row[k.E_PRODUCER_EPOCH]), int(row[k.E_LAST_OFFSET_DELTA])
+            first_sequence = int(row[k.E_BASE_SEQUENCE])
+            if pid >= 0 and first_sequence >= 0 and not entries.is_control[i]:
+                entry = updated.get(pid) or producers.get(pid)
+                last_sequence = next_sequence(first_sequence, delta)
+                duplicate = entry.duplicate_of(epoch, first_sequence, last_sequence) if entry else None
+                if duplicate is not None:
+                    keep[i] = False
+                    first_offsets[i], last_offsets[i] = duplicate.first_offset, duplicate.last_offset
+                    max_timestamps[i] = duplicate.timestamp
+                    continue
+                check_sequence(entry, pid, epoch, first_sequence)
+            first_offsets[i], last_offsets[i] = next_offset, next_offset + delta
+            next_offset += delta + 1
+            if pid >= 0:
+                if pid not in updated and pid in producers:
+                    updated[pid] = producers[pid].copy()
+                apply_entry(updated, buf, entries, i, int(last_offsets[i]))
+        return _ProducerCheck(keep, first_offsets, last_offsets, max_timestamps, updated)
+
+    def _remember_producers(self, updated: dict[int, ProducerEntry]) -> None:
+        """Fold an append's producer updates into the cache, now at the log end the append left."""
+        cache, active = self._producer_cache, self._active
+        assert cache is not None and active is not None
+        cache.producers.update(updated)
+        cache.active_base, cache.active_size, cache.log_end_offset = (
+            active.state.active_base,
+            active.state.active_size,
+            active.state.log_end_offset,
+        )
 
     def _check_timestamps(self, buf: np.ndarray, entries: EntryTable) -> None:
         """Kafka's ``message.timestamp.before.max.ms`` / ``after.max.ms``: refuse records whose
@@ -653,6 +785,7 @@ class PartitionLog:
             self._write_pending(active, view[pending_start:pending_end])
         self._maybe_flush(fd, active, now)
         self._write_state(fd, active.state)
+        self._active = active
         return AppendInfo(first_offset, next_offset - 1, records, now if log_append else -1, max_ts)
 
     def _should_roll(self, active: _ActiveSegment, size: int, max_ts: int, last_offset: int, now: int) -> bool:

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, replace
+from collections import deque
+from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 import numpy as np
 
-from pysparklog.errors import CorruptRecordError
+from pysparklog.errors import CorruptRecordError, OutOfOrderSequenceError, ProducerFencedError
 from pysparklog.storage.checkpoints import write_atomically
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
@@ -37,6 +38,7 @@ from pysparklog.storage.records.default_records import (
     control_record_type,
     parse_end_txn_marker_value,
 )
+from pysparklog.storage.records.memory_records import EntryTable
 from pysparklog.storage.segment import Chunk, LogSegment, filename_prefix, parse_segment_name
 
 SNAPSHOT_VERSION = 1
@@ -109,11 +111,162 @@ def decode_snapshot(data: bytes, *, file: str | None = None) -> list[ProducerSna
     return [ProducerSnapshotEntry(*_ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size)) for i in range(count)]
 
 
+#: Kafka's ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``: how many recent batches of a producer a
+#: retried batch is recognised against.
+BATCHES_RETAINED = 5
+_SEQUENCE_MODULUS = 2**31  # sequences are non-negative int32s that wrap to 0
+
+
+def next_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment`` wrapped as Kafka wraps sequences (``DefaultRecordBatch.incrementSequence``)."""
+    return (sequence + increment) % _SEQUENCE_MODULUS
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """One appended batch of a producer, as Kafka's ``BatchMetadata`` remembers it."""
+
+    last_sequence: int
+    last_offset: int
+    offset_delta: int  # last offset - first offset
+    timestamp: int  # the batch's max timestamp
+
+    @property
+    def first_sequence(self) -> int:
+        return next_sequence(self.last_sequence, -self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """What the log knows of one producer: its epoch and its last batches (Kafka's ``ProducerStateEntry``)."""
+
+    producer_id: int
+    producer_epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_RETAINED))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = NO_TXN_FIRST_OFFSET
+
+    @classmethod
+    def from_snapshot(cls, entry: ProducerSnapshotEntry) -> ProducerEntry:
+        batches: deque[BatchMetadata] = deque(maxlen=BATCHES_RETAINED)
+        if entry.last_sequence >= 0:
+            batches.append(BatchMetadata(entry.last_sequence, entry.last_offset, entry.offset_delta, entry.timestamp))
+        return cls(
+            entry.producer_id, entry.producer_epoch, batches, entry.coordinator_epoch, entry.current_txn_first_offset
+        )
+
+    def copy(self) -> ProducerEntry:
+        return ProducerEntry(
+            self.producer_id,
+            self.producer_epoch,
+            deque(self.batches, maxlen=BATCHES_RETAINED),
+            self.coordinator_epoch,
+            self.current_txn_first_offset,
+        )
+
+    def to_snapshot(self) -> ProducerSnapshotEntry:
+        """The snapshot form: only the last batch survives, as in Kafka's snapshots (-1s without one)."""
+        last = self.batches[-1] if self.batches else None
+        return ProducerSnapshotEntry(
+            self.producer_id,
+            self.producer_epoch,
+            last.last_sequence if last else -1,
+            last.last_offset if last else -1,
+            last.offset_delta if last else 0,
+            last.timestamp if last else -1,
+            self.coordinator_epoch,
+            self.current_txn_first_offset,
+        )
+
+    def duplicate_of(self, epoch: int, first_sequence: int, last_sequence: int) -> BatchMetadata | None:
+        """The retained batch that a batch with these sequences repeats (Kafka's ``findDuplicateBatch``)."""
+        if epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_sequence == first_sequence and batch.last_sequence == last_sequence:
+                return batch
+        return None
+
+
+def check_sequence(entry: ProducerEntry | None, producer_id: int, epoch: int, first_sequence: int) -> None:
+    """Kafka's ``ProducerAppendInfo`` checks of a new (not duplicate) idempotent batch.
+
+    An older epoch is fenced. A newer epoch must start at sequence 0. Within an epoch the batch
+    must follow the last one; a producer the log has no state for (never seen, or removed with old
+    segments) may start anywhere, as Kafka accepts it.
+
+    Raises:
+        ProducerFencedError: ``epoch`` is older than the producer's current one.
+        OutOfOrderSequenceError: The sequence leaves a gap or goes back.
+    """
+    if entry is None:
+        return
+    if epoch < entry.producer_epoch:
+        raise ProducerFencedError(
+            f"producer {producer_id} epoch {epoch} is fenced: the log has seen epoch {entry.producer_epoch}"
+        )
+    if epoch > entry.producer_epoch:
+        if first_sequence != 0:
+            raise OutOfOrderSequenceError(
+                f"producer {producer_id} starts epoch {epoch} at sequence {first_sequence}; a new epoch starts at 0"
+            )
+        return
+    if entry.batches:
+        expected = next_sequence(entry.batches[-1].last_sequence, 1)
+        if first_sequence != expected:
+            raise OutOfOrderSequenceError(
+                f"producer {producer_id} epoch {epoch}: sequence {first_sequence} is out of order, expected "
+                f"{expected} (last appended sequence {entry.batches[-1].last_sequence})"
+            )
+
+
+def apply_batch(
+    producers: dict[int, ProducerEntry],
+    row: np.ndarray,
+    last_offset: int,
+    *,
+    transactional: bool,
+    end_marker_coordinator_epoch: int | None = None,
+) -> None:
+    """Record one appended producer batch (an ``EntryTable`` row) in ``producers``.
+
+    Args:
+        producers: The state to update, by producer id.
+        row: The batch's entry row (``kernels.E_*`` columns).
+        last_offset: The batch's last offset in the log.
+        transactional: Whether the batch is transactional.
+        end_marker_coordinator_epoch: For a control batch, the coordinator epoch of its end-transaction
+            marker (None for a data batch).
+    """
+    pid, epoch = int(row[k.E_PRODUCER_ID]), int(row[k.E_PRODUCER_EPOCH])
+    entry = producers.get(pid)
+    if entry is None:
+        entry = producers[pid] = ProducerEntry(pid, epoch)
+    if epoch != entry.producer_epoch:
+        entry.producer_epoch = epoch
+        entry.batches.clear()
+    if end_marker_coordinator_epoch is not None:
+        entry.coordinator_epoch = end_marker_coordinator_epoch
+        entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
+        return
+    delta, base_sequence = int(row[k.E_LAST_OFFSET_DELTA]), int(row[k.E_BASE_SEQUENCE])
+    if transactional and entry.current_txn_first_offset == NO_TXN_FIRST_OFFSET:
+        entry.current_txn_first_offset = last_offset - delta
+    if base_sequence >= 0:
+        entry.batches.append(
+            BatchMetadata(next_sequence(base_sequence, delta), last_offset, delta, int(row[k.E_MAX_TIMESTAMP]))
+        )
+
+
 class ProducerStateTracker:
     """Producer state of one partition, rebuilt from the last snapshot and the batches after it.
 
     Kafka keeps this state in memory and snapshots it on every roll; here any process may roll, so
-    the state is replayed from the files when a snapshot is due.
+    the state is replayed from the files when a snapshot is due or an idempotent append needs it.
 
     Args:
         directory: The partition directory.
@@ -129,25 +282,31 @@ class ProducerStateTracker:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.directory, filename_prefix(offset) + SNAPSHOT_SUFFIX)
 
-    def state_at(
-        self, bases: list[int], active_base: int, active_size: int, offset: int
-    ) -> list[ProducerSnapshotEntry]:
-        """Producer entries as of ``offset`` (exclusive): the latest snapshot below it plus a replay."""
+    def load(self, bases: list[int], active_base: int, active_size: int, offset: int) -> dict[int, ProducerEntry]:
+        """Producer state as of ``offset`` (exclusive): the latest snapshot below it plus a replay."""
         earlier = [o for o in self.snapshot_offsets() if o <= offset]
         start = earlier[-1] if earlier else 0
-        producers: dict[int, ProducerSnapshotEntry] = {}
+        producers: dict[int, ProducerEntry] = {}
         if earlier:
             path = self.snapshot_path(start)
             with open(path, "rb") as f:
-                producers = {e.producer_id: e for e in decode_snapshot(f.read(), file=path)}
+                producers = {
+                    e.producer_id: ProducerEntry.from_snapshot(e) for e in decode_snapshot(f.read(), file=path)
+                }
         for base, next_base in zip(bases, [*bases[1:], None][: len(bases)], strict=True):
             if base >= offset or (next_base is not None and next_base <= start):
                 continue
             segment = LogSegment(self.directory, base)
             end = active_size if base == active_base else segment.size()
-            for chunk in segment.chunks(0, end, verify_crc=False):
-                _replay(producers, chunk, start, offset)
-        return sorted(producers.values(), key=lambda e: e.producer_id)
+            replay_segment(producers, segment, 0, end, start, offset)
+        return producers
+
+    def state_at(
+        self, bases: list[int], active_base: int, active_size: int, offset: int
+    ) -> list[ProducerSnapshotEntry]:
+        """Producer entries as of ``offset`` (exclusive), as a snapshot holds them, by producer id."""
+        producers = self.load(bases, active_base, active_size, offset)
+        return [producers[pid].to_snapshot() for pid in sorted(producers)]
 
     def take_snapshot(self, bases: list[int], active_base: int, active_size: int, offset: int) -> None:
         """Write ``<offset>.snapshot`` as Kafka does when a segment rolls."""
@@ -155,41 +314,40 @@ class ProducerStateTracker:
         write_atomically(self.snapshot_path(offset), encode_snapshot(entries))
 
 
-def _replay(producers: dict[int, ProducerSnapshotEntry], chunk: Chunk, start: int, end: int) -> None:
+def replay_segment(
+    producers: dict[int, ProducerEntry], segment: LogSegment, position: int, end: int, start: int, stop: int
+) -> None:
+    """Apply the producer batches of ``segment`` between byte ``position`` and ``end`` whose last offset
+    lies in [start, stop)."""
+    for chunk in segment.chunks(position, end, verify_crc=False):
+        _replay(producers, chunk, start, stop)
+
+
+def _replay(producers: dict[int, ProducerEntry], chunk: Chunk, start: int, end: int) -> None:
     """Apply the producer batches of ``chunk`` whose last offset lies in [start, end)."""
     e = chunk.entries
     last_offsets = e.last_offsets
     mask = (e.magics >= MAGIC_V2) & (e.column(k.E_PRODUCER_ID) >= 0) & (last_offsets >= start) & (last_offsets < end)
     for i in np.flatnonzero(mask).tolist():
-        row = e.rows[i]
-        pid, epoch, last = int(row[k.E_PRODUCER_ID]), int(row[k.E_PRODUCER_EPOCH]), int(last_offsets[i])
-        prev = producers.get(pid)
-        if e.is_control[i]:
-            # An end-transaction marker closes the producer's transaction and carries the coordinator epoch.
-            marker = next(decode_entries(chunk.buf, e.select(slice(i, i + 1)), topic="", partition=0), None)
-            coordinator_epoch = prev.coordinator_epoch if prev else -1
-            if marker is not None and control_record_type(marker.column("key")[0].as_py()) in _END_MARKERS:
-                coordinator_epoch = parse_end_txn_marker_value(marker.column("value")[0].as_py())
-            if prev is None:
-                prev = ProducerSnapshotEntry(pid, epoch, -1, last, 0, int(row[k.E_MAX_TIMESTAMP]), -1)
-            producers[pid] = replace(
-                prev,
-                producer_epoch=epoch,
-                coordinator_epoch=coordinator_epoch,
-                current_txn_first_offset=NO_TXN_FIRST_OFFSET,
-            )
-            continue
-        txn_first = prev.current_txn_first_offset if prev else NO_TXN_FIRST_OFFSET
-        if e.is_transactional[i] and txn_first == NO_TXN_FIRST_OFFSET:
-            txn_first = int(row[k.E_BASE_OFFSET])
-        delta, base_seq = int(row[k.E_LAST_OFFSET_DELTA]), int(row[k.E_BASE_SEQUENCE])
-        producers[pid] = ProducerSnapshotEntry(
-            pid,
-            epoch,
-            (base_seq + delta) % 2**31 if base_seq >= 0 else -1,
-            last,
-            delta,
-            int(row[k.E_MAX_TIMESTAMP]),
-            prev.coordinator_epoch if prev else -1,
-            txn_first,
-        )
+        apply_entry(producers, chunk.buf, e, i, int(last_offsets[i]))
+
+
+def apply_entry(
+    producers: dict[int, ProducerEntry], buf: np.ndarray, entries: EntryTable, i: int, last_offset: int
+) -> None:
+    """``apply_batch`` for batch ``i`` of ``entries`` (in ``buf``), reading a control batch's marker."""
+    marker_epoch = None
+    if entries.is_control[i]:
+        # An end-transaction marker closes the producer's transaction and carries the coordinator epoch.
+        marker = next(decode_entries(buf, entries.select(slice(i, i + 1)), topic="", partition=0), None)
+        previous = producers.get(int(entries.rows[i][k.E_PRODUCER_ID]))
+        marker_epoch = previous.coordinator_epoch if previous else -1
+        if marker is not None and control_record_type(marker.column("key")[0].as_py()) in _END_MARKERS:
+            marker_epoch = parse_end_txn_marker_value(marker.column("value")[0].as_py())
+    apply_batch(
+        producers,
+        entries.rows[i],
+        last_offset,
+        transactional=bool(entries.is_transactional[i]),
+        end_marker_coordinator_epoch=marker_epoch,
+    )

@@ -100,6 +100,11 @@ class EntryTable:
         return np.asarray((self.magics >= MAGIC_V2) & ((self.attributes & TRANSACTIONAL_FLAG_MASK) != 0))
 
     @property
+    def has_producers(self) -> bool:
+        """Whether any batch carries a producer id (idempotent or transactional)."""
+        return bool(((self.magics >= MAGIC_V2) & (self.column(k.E_PRODUCER_ID) >= 0)).any())
+
+    @property
     def codecs(self) -> np.ndarray:
         return np.asarray(self.attributes & CODEC_MASK)
 
