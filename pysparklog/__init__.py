@@ -10,6 +10,7 @@ from pysparklog.errors import (
     FencedInstanceIdError,
     GroupIdNotFoundError,
     GroupNotEmptyError,
+    InconsistentGroupProtocolError,
     InvalidConfigError,
     InvalidLogDirectoryError,
     InvalidOffsetError,
@@ -20,6 +21,7 @@ from pysparklog.errors import (
     ProducerFencedError,
     PySparkLogError,
     TopicExistsError,
+    UnknownMemberIdError,
     UnknownTopicError,
     UnsupportedCodecError,
 )
@@ -41,6 +43,7 @@ __all__ = [
     "FencedInstanceIdError",
     "GroupIdNotFoundError",
     "GroupNotEmptyError",
+    "InconsistentGroupProtocolError",
     "InvalidConfigError",
     "InvalidLogDirectoryError",
     "InvalidOffsetError",
@@ -59,6 +62,7 @@ __all__ = [
     "TopicMetadata",
     "TopicPartition",
     "TopicStore",
+    "UnknownMemberIdError",
     "UnknownTopicError",
     "UnsupportedCodecError",
 ]

@@ -100,3 +100,12 @@ class GroupNotEmptyError(PySparkLogError):
 
 class GroupIdNotFoundError(PySparkLogError, LookupError):
     """A consumer group with neither committed offsets nor members."""
+
+
+class UnknownMemberIdError(PySparkLogError):
+    """A consumer-group member the group no longer knows: it left, or missed heartbeats for longer than
+    its session timeout and was removed. It must rejoin; its partitions may already be elsewhere."""
+
+
+class InconsistentGroupProtocolError(PySparkLogError):
+    """A member whose ``partition.assignment.strategy`` shares no assignor with the group's members."""

@@ -19,11 +19,19 @@ the others) until ``--max-messages`` records are printed, no record came for ``-
 Ctrl-C (status 130), and then prints Kafka's ``Processed a total of N messages`` on stderr. Records
 are formatted a whole Arrow batch at a time by Arrow kernels, not one by one.
 
+With ``--group G`` it consumes as a member of consumer group ``G`` (``pysparklog.consumer``): the
+group's assignor shares the topic's partitions among the members, each starts at the group's
+committed offset (``--from-beginning`` only matters for partitions without one, as Kafka's
+``auto.offset.reset=earliest``), and what it prints is committed every 5 seconds and when it
+exits, so the next run of the group goes on where this one stopped. ``--partition`` and
+``--offset`` cannot be combined with it.
+
 Where Kafka's tool differs:
 
 * ``--log-dir`` (default ``$PYSPARKLOG_LOG_DIR``) replaces ``--bootstrap-server``, and the topic must
-  exist. There are no consumer groups (``--group``) and no committed offsets: every run starts where
-  its options say. Partitions added to the topic while it runs are not read.
+  exist. Without ``--group`` no group is joined and nothing is committed (Kafka's tool joins a
+  random ``console-consumer-NNNNN`` group instead), and partitions added to the topic while it runs
+  are not read.
 * The formatter properties are ``print.timestamp``, ``print.partition``, ``print.offset``,
   ``print.key``, ``print.value``, ``key.separator``, ``line.separator`` and ``null.literal``;
   ``print.headers``, ``print.delivery`` and the deserializers are refused, as are unknown names,
@@ -49,14 +57,16 @@ import pyarrow.compute as pc
 
 from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir
 from pysparklog.cli._console import add_property_argument, is_true, parse_properties
-from pysparklog.errors import OffsetOutOfRangeError
-from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
+from pysparklog.consumer import AutoOffsetReset, Consumer, ConsumerConfig
+from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pysparklog.storage.records.arrow_records import binary_buffers
 from pysparklog.storage.records.default_records import TimestampType
+from pysparklog.structs import TopicPartition
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
 FETCH_BYTES = 1024 * 1024  # Kafka's max.partition.fetch.bytes
 POLL_INTERVAL_S = 0.1  # the pause between polls that found nothing
+_MAX_POLL_RECORDS = 2**31 - 1  # a poll takes one chunk of each partition, however many records it holds
 
 _FORMATTER_PROPERTIES: Mapping[str, str] = {
     "print.timestamp": "true to print CreateTime:<ms> first (default false)",
@@ -88,6 +98,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--from-beginning", action="store_true", help="start at the log start offset rather than the log end"
+    )
+    parser.add_argument(
+        "--group",
+        metavar="GROUP",
+        help="consume as a member of consumer group GROUP, from its committed offsets, and commit what is printed",
     )
     parser.add_argument("--max-messages", type=_non_negative, metavar="N", help="exit after printing N records")
     parser.add_argument(
@@ -130,22 +145,79 @@ def _start_offset(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     formatter = _Formatter.from_properties(parse_properties(args.property, _FORMATTER_PROPERTIES))
     start = _start_offset(args)
+    if args.group is not None and args.partition is not None:
+        raise UsageError("Options group and partition cannot be specified together.")
     logs = open_log_dir(args.log_dir)
     count = logs.topics.get(args.topic).partitions
-    partitions = range(count) if args.partition is None else [args.partition]
-    reset = EARLIEST_TIMESTAMP if args.from_beginning else LATEST_TIMESTAMP
-    consumer = _Consumer({p: logs.partition(args.topic, p) for p in partitions}, start, reset, formatter)
+    config = ConsumerConfig(
+        group_id=args.group,
+        client_id="console-consumer",
+        auto_offset_reset=AutoOffsetReset.EARLIEST if args.from_beginning else AutoOffsetReset.LATEST,
+        max_poll_records=_MAX_POLL_RECORDS,
+        max_partition_fetch_bytes=FETCH_BYTES,
+    )
+    consumer = Consumer(logs, config)
+    if args.group is not None:
+        consumer.subscribe([args.topic])
+    else:
+        partitions = [
+            TopicPartition(args.topic, p) for p in (range(count) if args.partition is None else [args.partition])
+        ]
+        consumer.assign(partitions)
+        _seek(consumer, partitions, start)
     timeout_s = args.timeout_ms / 1000 if args.timeout_ms is not None and args.timeout_ms >= 0 else None
     # Ctrl-C sets a flag the loop checks between polls, so a record is never printed without being counted.
     interrupted = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
+    printed = 0
     try:
-        consumer.consume(sys.stdout.buffer, args.max_messages, timeout_s, interrupted)
+        printed = _consume(consumer, formatter, sys.stdout.buffer, args.max_messages, timeout_s, interrupted)
     finally:
         signal.signal(signal.SIGINT, previous)
         consumer.close()
-        print(f"Processed a total of {consumer.count} messages", file=sys.stderr)
+        print(f"Processed a total of {printed} messages", file=sys.stderr)
     return EXIT_INTERRUPTED if interrupted.is_set() else 0
+
+
+def _seek(consumer: Consumer, partitions: list[TopicPartition], start: int) -> None:
+    """Position manually assigned partitions where the options say; an offset outside the log is reset
+    at the first poll (to the log start with ``--from-beginning``, else to the end)."""
+    if start == EARLIEST_TIMESTAMP:
+        consumer.seek_to_beginning(partitions)
+    elif start == LATEST_TIMESTAMP:
+        consumer.seek_to_end(partitions)
+    else:
+        for tp in partitions:
+            consumer.seek(tp, start)
+
+
+def _consume(
+    consumer: Consumer,
+    formatter: _Formatter,
+    out: BinaryIO,
+    max_messages: int | None,
+    timeout_s: float | None,
+    stop: threading.Event,
+) -> int:
+    """Poll and print until ``max_messages`` records are printed, none came for ``timeout_s``, or
+    ``stop`` is set; returns how many were printed."""
+    printed = 0
+    last_record = time.monotonic()
+    while not stop.is_set() and (max_messages is None or printed < max_messages):
+        limit = _MAX_POLL_RECORDS if max_messages is None else max_messages - printed
+        records = consumer.poll_arrow(max_records=limit)
+        if records.num_rows:
+            for batch in records.to_batches():
+                out.write(formatter.format(batch))
+            out.flush()
+            printed += records.num_rows
+            last_record = time.monotonic()
+            continue
+        idle = time.monotonic() - last_record
+        if timeout_s is not None and idle >= timeout_s:
+            break
+        stop.wait(POLL_INTERVAL_S if timeout_s is None else min(POLL_INTERVAL_S, timeout_s - idle))
+    return printed
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,71 +278,3 @@ def _timestamps(batch: pa.RecordBatch) -> pa.Array:
     )
     stamped = _labelled(names, batch.column("timestamp").cast(pa.int64()))
     return pc.if_else(pc.equal(types, int(TimestampType.NO_TIMESTAMP_TYPE)), b"NO_TIMESTAMP", stamped)
-
-
-class _Consumer:
-    """Positions in some partitions of a topic, and the polls that print what lies past them.
-
-    Args:
-        logs: The partitions to read, in the order each poll reads them.
-        start: The start offset of each, or ``EARLIEST_TIMESTAMP``/``LATEST_TIMESTAMP``.
-        reset: Where a position outside its log moves: ``EARLIEST_TIMESTAMP`` or ``LATEST_TIMESTAMP``.
-        formatter: How records print.
-    """
-
-    def __init__(self, logs: Mapping[int, PartitionLog], start: int, reset: int, formatter: _Formatter) -> None:
-        self._logs = logs
-        self._reset = reset
-        self._formatter = formatter
-        self._positions = {p: self._position(log, start) for p, log in logs.items()}
-        self.count = 0
-
-    def _position(self, log: PartitionLog, offset: int) -> int:
-        view = log.view()
-        if offset == EARLIEST_TIMESTAMP:
-            return view.log_start_offset
-        if offset == LATEST_TIMESTAMP:
-            return view.log_end_offset
-        if view.log_start_offset <= offset <= view.log_end_offset:
-            return offset
-        return self._position(log, self._reset)
-
-    def consume(self, out: BinaryIO, max_messages: int | None, timeout_s: float | None, stop: threading.Event) -> None:
-        """Poll and print until ``max_messages`` records are printed, none came for ``timeout_s``, or
-        ``stop`` is set."""
-        last_record = time.monotonic()
-        while not stop.is_set() and (max_messages is None or self.count < max_messages):
-            if self._poll(out, None if max_messages is None else max_messages - self.count):
-                last_record = time.monotonic()
-                continue
-            idle = time.monotonic() - last_record
-            if timeout_s is not None and idle >= timeout_s:
-                return
-            stop.wait(POLL_INTERVAL_S if timeout_s is None else min(POLL_INTERVAL_S, timeout_s - idle))
-
-    def _poll(self, out: BinaryIO, limit: int | None) -> int:
-        """Print one chunk of each partition past its position, at most ``limit`` records in all."""
-        printed = 0
-        for partition, log in self._logs.items():
-            try:
-                batch = next(log.read_arrow(self._positions[partition], max_chunk_bytes=FETCH_BYTES), None)
-            except OffsetOutOfRangeError:  # retention or delete-records removed the position
-                self._positions[partition] = self._position(log, self._reset)
-                continue
-            if batch is None:
-                continue
-            if limit is not None:
-                batch = batch.slice(0, limit - printed)
-            out.write(self._formatter.format(batch))
-            self._positions[partition] = int(batch.column("offset")[-1].as_py()) + 1
-            printed += batch.num_rows
-            self.count += batch.num_rows
-            if printed == limit:
-                break
-        if printed:
-            out.flush()
-        return printed
-
-    def close(self) -> None:
-        for log in self._logs.values():
-            log.close()

@@ -20,6 +20,7 @@ from pysparklog.cli import (
     configs,
     console_consumer,
     console_producer,
+    consumer_groups,
     delete_records,
     dump_log,
     get_offsets,
@@ -47,6 +48,7 @@ COMMANDS: tuple[Command, ...] = (
     console_producer,
     console_consumer,
     log_cleaner,
+    consumer_groups,
 )
 
 

@@ -315,8 +315,8 @@ def engine_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Sequences that wrap past Int.MaxValue, then transactions ended by control batches.
     wrapping = BatchSettings(producer_id=8, producer_epoch=0, base_sequence=2**31 - 3)
     start = log.append_arrow(records(6, start), wrapping).last_offset + 1
-    for epoch, marker in enumerate((ControlRecordType.COMMIT, ControlRecordType.ABORT)):
-        transaction = BatchSettings(producer_id=9, producer_epoch=epoch, base_sequence=epoch * 4, transactional=True)
+    for epoch, marker in enumerate((ControlRecordType.COMMIT, ControlRecordType.ABORT)):  # a new epoch restarts at 0
+        transaction = BatchSettings(producer_id=9, producer_epoch=epoch, base_sequence=0, transactional=True)
         log.append_arrow(records(4, start), transaction)
         key, value = end_txn_marker(marker, coordinator_epoch=5 + epoch)
         markers = BatchSettings(producer_id=9, producer_epoch=epoch, transactional=True)

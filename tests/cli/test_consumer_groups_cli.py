@@ -1,0 +1,389 @@
+"""``pysparklog consumer-groups``: kafka-consumer-groups.sh's tables, messages and option checks on a log directory.
+
+Run in-process (``main``), so that a group's live members can be stood in for where offsets look them up; one
+test runs the command in a new process as people run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from pysparklog import LogDirectory
+from pysparklog.cli.consumer_groups import parse_datetime
+from pysparklog.cli.main import main
+from pysparklog.offsets import OffsetStore
+from pysparklog.structs import OffsetAndMetadata, TopicPartition
+from tests.cli.test_dump_log import run_cli
+from tests.test_offsets import Group, Member, with_membership
+
+TS = 1_700_000_000_000
+ORDERS = [TopicPartition("orders", p) for p in range(3)]
+C1 = Member("consumer-1-2f6a", "consumer-1", "/10.0.0.1", (ORDERS[0],))
+C2 = Member("consumer-2-9c1b0e5d-6f7a-4c39", "consumer-2", "/10.0.0.2", (ORDERS[2], ORDERS[1]), "instance-2")
+STABLE = Group("Stable", (C1, C2))
+NO_MEMBERS = "\nConsumer group 'billing' has no active members.\n"
+DESCRIBE_HEADER = (
+    "GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID     "
+    "HOST            CLIENT-ID"
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_log_dir_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYSPARKLOG_LOG_DIR", raising=False)
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    """orders: 3 partitions of 10, 20 and 30 records stamped TS + i; group billing at orders-0 4, orders-1 20."""
+    logs = LogDirectory(tmp_path)
+    logs.topics.create("orders", 3)
+    for p in range(3):
+        n = 10 * (p + 1)
+        logs.partition("orders", p).append_arrow(
+            pa.table({"value": [b"v"] * n, "timestamp": pa.array(range(TS, TS + n), pa.int64())})
+        )
+    with OffsetStore(logs) as store:
+        store.commit("billing", {ORDERS[0]: OffsetAndMetadata(4), ORDERS[1]: OffsetAndMetadata(20)})
+    return tmp_path
+
+
+def groups(log_dir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = main(["consumer-groups", "--log-dir", str(log_dir), *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def committed(log_dir: Path, group: str = "billing") -> dict[TopicPartition, int]:
+    with OffsetStore(log_dir) as store:
+        return {tp: c.offset for tp, c in store.committed(group).items()}
+
+
+def error(message: str) -> str:
+    return f"pysparklog consumer-groups: error: {message}\n"
+
+
+def test_list_and_list_with_states(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with OffsetStore(log_dir) as store:
+        store.commit("audit", {ORDERS[2]: OffsetAndMetadata(1)})
+    assert groups(log_dir, capsys, "--list") == (0, "audit\nbilling\n", "")
+    header = "GROUP                     STATE               \n"
+    assert groups(log_dir, capsys, "--list", "--state") == (
+        0,
+        header + "audit                     Empty               \nbilling                   Empty               \n",
+        "",
+    )
+    assert groups(log_dir, capsys, "--list", "--state", "stable,PREPARINGREBALANCE") == (0, header, "")
+    assert groups(log_dir, capsys, "--list", "--state", "busy") == (
+        1,
+        "",
+        error(
+            "Invalid state list 'busy'. Valid states are: PreparingRebalance, CompletingRebalance, Stable, Dead, "
+            "Empty, Assigning, Reconciling"
+        ),
+    )
+
+
+def test_list_includes_groups_known_only_by_their_members(
+    log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_membership(monkeypatch, {"fresh": STABLE, "gone": Group("Dead")})
+    assert groups(log_dir, capsys, "--list", "--state", "Stable") == (
+        0,
+        "GROUP                     STATE               \nfresh                     Stable              \n",
+        "",
+    )
+
+
+def test_describe_an_empty_group(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expected = (
+        f"\n{DESCRIBE_HEADER}\n"
+        "billing         orders          0          4               10              6               -               "
+        "-               -\n"
+        "billing         orders          1          20              20              0               -               "
+        "-               -\n"
+    )
+    assert groups(log_dir, capsys, "--describe", "--group", "billing") == (0, expected, NO_MEMBERS)
+    assert groups(log_dir, capsys, "--describe", "--group", "billing", "--offsets") == (0, expected, NO_MEMBERS)
+    assert groups(log_dir, capsys, "--describe", "--all-groups") == (0, expected, NO_MEMBERS)
+    assert groups(log_dir, capsys, "--describe", "--group", "nope") == (
+        1,
+        "",
+        error("Consumer group 'nope' does not exist."),
+    )
+
+
+def test_describe_a_group_with_members(
+    log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_membership(monkeypatch, {"billing": STABLE})
+    assert groups(log_dir, capsys, "--describe", "--group", "billing") == (
+        0,
+        "\nGROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             "
+        "CONSUMER-ID                   HOST            CLIENT-ID\n"
+        "billing         orders          1          20              20              0               "
+        "consumer-2-9c1b0e5d-6f7a-4c39 /10.0.0.2       consumer-2\n"
+        "billing         orders          2          -               30              -               "
+        "consumer-2-9c1b0e5d-6f7a-4c39 /10.0.0.2       consumer-2\n"
+        "billing         orders          0          4               10              6               "
+        "consumer-1-2f6a               /10.0.0.1       consumer-1\n",
+        "",
+    )
+    members = (
+        "\nGROUP           CONSUMER-ID                   GROUP-INSTANCE-ID HOST            CLIENT-ID       "
+        "#PARTITIONS     {}\n"
+        "billing         consumer-1-2f6a                                 /10.0.0.1       consumer-1      "
+        "1               {}\n"
+        "billing         consumer-2-9c1b0e5d-6f7a-4c39 instance-2        /10.0.0.2       consumer-2      "
+        "2               {}\n"
+    )
+    assert groups(log_dir, capsys, "--describe", "--group", "billing", "--members") == (
+        0,
+        members.format("", "", ""),
+        "",
+    )
+    assert groups(log_dir, capsys, "--describe", "--group", "billing", "--members", "--verbose") == (
+        0,
+        members.format("ASSIGNMENT", "orders(0)", "orders(1,2)"),
+        "",
+    )
+    assert groups(log_dir, capsys, "--describe", "--group", "billing", "--state") == (
+        0,
+        "\nGROUP                     COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE           #MEMBERS\n"
+        "billing                   -                         range                Stable          2\n",
+        "",
+    )
+    with_membership(monkeypatch, {"billing": Group("PreparingRebalance", (C1,))})
+    status, out, err = groups(log_dir, capsys, "--describe", "--group", "billing", "--members")
+    assert (status, err) == (0, "\nWarning: Consumer group 'billing' is rebalancing.\n")
+    assert out.startswith("\nGROUP           CONSUMER-ID     HOST            CLIENT-ID       #PARTITIONS     \n")
+
+
+def test_reset_offsets_dry_run_then_execute(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = (
+        "\nGROUP                          TOPIC                          PARTITION  NEW-OFFSET     \n"
+        "billing                        orders                         0          0              \n"
+        "billing                        orders                         1          0              \n"
+        "billing                        orders                         2          0              \n"
+    )
+    reset = ("--reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest")
+    assert groups(log_dir, capsys, *reset, "--dry-run") == (0, plan, "")
+    assert committed(log_dir) == {ORDERS[0]: 4, ORDERS[1]: 20}
+    status, out, err = groups(log_dir, capsys, *reset)
+    assert (status, out) == (0, plan) and err.startswith("WARN: No action will be performed as the --execute option")
+    assert committed(log_dir) == {ORDERS[0]: 4, ORDERS[1]: 20}, "without --execute a reset is a dry run"
+    assert groups(log_dir, capsys, *reset, "--execute") == (0, plan, "")
+    assert committed(log_dir) == {ORDERS[0]: 0, ORDERS[1]: 0, ORDERS[2]: 0}
+
+
+def test_reset_scenarios_and_scopes(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def reset(*args: str) -> dict[TopicPartition, int]:
+        status, _, err = groups(log_dir, capsys, "--reset-offsets", "--group", "billing", "--execute", *args)
+        assert status == 0, err
+        return committed(log_dir)
+
+    assert reset("--all-topics", "--to-latest") == {ORDERS[0]: 10, ORDERS[1]: 20}
+    assert reset("--topic", "orders:0,2", "--to-offset", "3") == {ORDERS[0]: 3, ORDERS[1]: 20, ORDERS[2]: 3}
+    assert reset("--all-topics", "--shift-by", "-2") == {ORDERS[0]: 1, ORDERS[1]: 18, ORDERS[2]: 1}
+    assert reset("--topic", "orders:1", "--to-datetime", "2023-11-14T22:13:20.007Z") == {
+        ORDERS[0]: 1,
+        ORDERS[1]: 7,
+        ORDERS[2]: 1,
+    }
+    status, out, err = groups(
+        log_dir, capsys, "--reset-offsets", "--group", "billing", "--all-topics", "--to-offset", "25", "--dry-run"
+    )
+    assert status == 0 and "orders                         1          20             \n" in out
+    assert err == (
+        "WARN: New offset (25) is higher than latest offset for topic partition orders-0. Value will be set to 10\n"
+        "WARN: New offset (25) is higher than latest offset for topic partition orders-1. Value will be set to 20\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2023-11-14T22:13:20.007", TS + 7),
+        ("2023-11-14T22:13:20.007Z", TS + 7),
+        ("2023-11-15T06:13:20.007+08", TS + 7),
+        ("2023-11-15T06:13:20.007+0800", TS + 7),
+        ("2023-11-15T06:13:20.007+08:00", TS + 7),
+        ("2023-11-14T17:13:20.007-05:00", TS + 7),
+    ],
+)
+def test_to_datetime_takes_kafkas_formats(value: str, expected: int) -> None:
+    assert parse_datetime(value) == expected
+
+
+def test_reset_errors(log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    reset = ("--reset-offsets", "--group", "billing", "--execute")
+    accepted = "accepted: yyyy-MM-ddTHH:mm:SS.sss, optionally followed by Z, +hh, +hhmm or +hh:mm (UTC when no zone"
+    for bad in ("2023-11-14T22:13:20", "2023-13-14T22:13:20.007", "2023-11-14T22:13:20.007+25", "yesterday"):
+        status, out, err = groups(log_dir, capsys, *reset, "--all-topics", "--to-datetime", bad)
+        assert (status, out) == (1, "") and accepted in err, err
+    assert (
+        'Unparseable date: "2023-11-14T22:13:20"'
+        in groups(log_dir, capsys, *reset, "--all-topics", "--to-datetime", "2023-11-14T22:13:20")[2]
+    )
+    assert groups(log_dir, capsys, *reset, "--topic", "nope", "--to-earliest") == (
+        1,
+        "",
+        error("Topic 'nope' does not exist"),
+    )
+    assert groups(log_dir, capsys, *reset, "--topic", "orders:7", "--to-earliest") == (
+        1,
+        "",
+        error("Partition 7 of topic 'orders' does not exist: the topic has 3 partitions"),
+    )
+    assert groups(log_dir, capsys, *reset, "--topic", "orders:x", "--to-earliest") == (
+        1,
+        "",
+        error("Invalid partition 'x' specified in topic arg 'orders:x'"),
+    )
+    assert groups(log_dir, capsys, *reset, "--topic", "orders:1:2", "--to-earliest") == (
+        1,
+        "",
+        error("Invalid topic arg 'orders:1:2', expected topic name and partitions"),
+    )
+    assert groups(log_dir, capsys, *reset, "--topic", "orders", "--shift-by", "1") == (
+        1,
+        "",
+        error("Cannot shift offset for partition orders-2 since there is no current committed offset"),
+    )
+    with_membership(monkeypatch, {"billing": STABLE})
+    assert groups(log_dir, capsys, *reset, "--all-topics", "--to-earliest") == (
+        1,
+        "",
+        error("Assignments can only be reset if the group 'billing' is inactive, but the current state is Stable."),
+    )
+    assert committed(log_dir) == {ORDERS[0]: 4, ORDERS[1]: 20}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            (),
+            "Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets",
+        ),
+        (
+            ("--list", "--describe"),
+            "Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets",
+        ),
+        (("--describe",), "Option [describe] takes one of these options: [all-groups], [group]"),
+        (
+            ("--describe", "--group", "g", "--members", "--state"),
+            "Option [describe] takes at most one of these options: [members], [offsets], [state]",
+        ),
+        (("--describe", "--group", "g", "--state", "Stable"), "Option [describe] does not take a value for [state]"),
+        (("--describe", "--group", "g", "--all-groups"), 'Option "[group]" can\'t be used with option "[all-groups]"'),
+        (("--describe", "--group", "g", "--topic", "t"), 'Option "[topic]" can\'t be used with option "[describe]"'),
+        (("--list", "--group", "g"), 'Option "[group]" can\'t be used with option "[list]"'),
+        (("--list", "--members"), "Option(s) [members] are unavailable given other options on the command line"),
+        (("--delete",), "Option [delete] takes one of these options: [all-groups], [group]"),
+        (
+            ("--delete", "--group", "g", "--topic", "t"),
+            "The consumer does not support topic-specific offset deletion from a consumer group.",
+        ),
+        (("--delete-offsets", "--group", "g"), "Option [delete-offsets] takes the following options: [group], [topic]"),
+        (
+            ("--reset-offsets", "--group", "g", "--all-topics", "--to-latest", "--dry-run", "--execute"),
+            "Option [reset-offsets] only accepts one of [execute] and [dry-run]",
+        ),
+        (
+            ("--reset-offsets", "--all-topics", "--to-latest"),
+            "Option [reset-offsets] takes one of these options: [all-groups], [group]",
+        ),
+        (
+            ("--reset-offsets", "--group", "g", "--all-topics", "--to-earliest", "--shift-by", "2"),
+            'Option "[to-earliest]" can\'t be used with option "[shift-by]"',
+        ),
+        (
+            ("--reset-offsets", "--group", "g", "--all-topics"),
+            "Option '[reset-offsets]' requires one of the following scenarios: "
+            "[[to-offset], [to-datetime], [to-earliest], [to-latest], [shift-by]]",
+        ),
+        (
+            ("--reset-offsets", "--group", "g", "--to-latest"),
+            "One of the reset scopes should be defined: --all-topics, --topic.",
+        ),
+        (
+            ("--reset-offsets", "--group", "g", "--all-topics", "--topic", "orders", "--to-latest"),
+            'Option "[all-topics]" can\'t be used with option "[topic]"',
+        ),
+    ],
+)
+def test_options_are_checked_as_kafka_checks_them(
+    log_dir: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    assert groups(log_dir, capsys, *args) == (1, "", error(message))
+
+
+def test_a_value_that_is_not_a_long_is_a_usage_error(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = groups(log_dir, capsys, "--reset-offsets", "--group", "g", "--all-topics", "--to-offset", "x")
+    assert (status, out) == (2, "") and "Cannot parse argument 'x' of option to-offset" in err
+
+
+def test_delete_groups(log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    with OffsetStore(log_dir) as store:
+        store.commit("audit", {ORDERS[2]: OffsetAndMetadata(1)})
+        store.commit("reports", {ORDERS[2]: OffsetAndMetadata(2)})
+    with_membership(monkeypatch, {"billing": STABLE})
+    not_empty = (
+        "* Group 'billing' could not be deleted due to: org.apache.kafka.common.errors.GroupNotEmptyException: The "
+        "group is not empty."
+    )
+    assert groups(log_dir, capsys, "--delete", "--group", "billing") == (
+        1,
+        "",
+        error(f"Deletion of some consumer groups failed: {not_empty}"),
+    )
+    assert groups(log_dir, capsys, "--delete", "--group", "audit", "--group", "billing", "--group", "nope") == (
+        1,
+        "These consumer groups were deleted successfully: 'audit'\n",
+        error(
+            f"Deletion of some consumer groups failed: {not_empty} * Group 'nope' could not be deleted due to: "
+            "org.apache.kafka.common.errors.GroupIdNotFoundException: The group id does not exist."
+        ),
+    )
+    with_membership(monkeypatch, {})
+    assert groups(log_dir, capsys, "--delete", "--group", "billing", "--group", "reports") == (
+        0,
+        "Deletion of requested consumer groups ('billing, reports') was successful.\n",
+        "",
+    )
+    assert groups(log_dir, capsys, "--list") == (0, "", "")
+
+
+def test_delete_offsets(log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert groups(log_dir, capsys, "--delete-offsets", "--group", "billing", "--topic", "orders:1,2") == (
+        0,
+        "Request succeed for deleting offsets with topic orders:1,2 group billing\n"
+        "\nTOPIC                          PARTITION       STATUS         \n"
+        "orders                         1               Successful     \n"
+        "orders                         2               Successful     \n",
+        "",
+    )
+    assert committed(log_dir) == {ORDERS[0]: 4}
+    assert groups(log_dir, capsys, "--delete-offsets", "--group", "nope", "--topic", "orders") == (
+        1,
+        "",
+        error("Consumer group 'nope' does not exist."),
+    )
+    with_membership(monkeypatch, {"billing": STABLE})
+    status, out, err = groups(log_dir, capsys, "--delete-offsets", "--group", "billing", "--topic", "orders")
+    assert (status, out) == (1, "") and "actively subscribed to the topic(s) orders" in err
+    assert committed(log_dir) == {ORDERS[0]: 4}
+
+
+def test_runs_as_a_command_with_the_log_dir_from_the_environment(
+    log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYSPARKLOG_LOG_DIR", str(log_dir))
+    proc = run_cli("consumer-groups", "--list")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "billing\n", "")
+    missing = run_cli("consumer-groups", "--log-dir", str(log_dir / "nope"), "--list")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == error(f"log directory {log_dir / 'nope'} does not exist or is not a directory")
