@@ -7,7 +7,14 @@ import platform
 import sys
 import time
 
-from benchmarks import bench_compaction, bench_log, bench_partitioner, bench_records, bench_retention
+from benchmarks import (
+    bench_compaction,
+    bench_log,
+    bench_partitioner,
+    bench_producer,
+    bench_records,
+    bench_retention,
+)
 from benchmarks.common import RECORDS, markdown, pin_to_one_core, records_table
 
 
@@ -21,6 +28,7 @@ def main() -> int:
         + bench_partitioner.run()
         + bench_retention.run()
         + bench_compaction.run(table)
+        + bench_producer.run()
     )
     print(
         f"pysparklog benchmarks: {RECORDS:,} records (10-byte keys, 100-byte values), pinned to core {core} "

@@ -4,6 +4,7 @@ The storage engine (``pysparklog.storage``) keeps topics as Kafka keeps them on 
 re-exports the small API most programs need.
 """
 
+from pysparklog.consumer import Consumer, ConsumerConfig, ConsumerRecord
 from pysparklog.errors import (
     CommitFailedError,
     CorruptRecordError,
@@ -25,6 +26,8 @@ from pysparklog.errors import (
     UnknownTopicError,
     UnsupportedCodecError,
 )
+from pysparklog.offsets import OffsetStore
+from pysparklog.producer import Producer, ProducerConfig, RecordMetadata
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.log import AppendInfo, PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
@@ -38,6 +41,9 @@ __all__ = [
     "AppendInfo",
     "BatchSettings",
     "Codec",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerRecord",
     "CommitFailedError",
     "CorruptRecordError",
     "FencedInstanceIdError",
@@ -53,10 +59,14 @@ __all__ = [
     "LogDirectory",
     "OffsetAndMetadata",
     "OffsetOutOfRangeError",
+    "OffsetStore",
     "OutOfOrderSequenceError",
     "PartitionLog",
+    "Producer",
+    "ProducerConfig",
     "ProducerFencedError",
     "PySparkLogError",
+    "RecordMetadata",
     "TimestampType",
     "TopicExistsError",
     "TopicMetadata",

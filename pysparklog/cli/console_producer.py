@@ -5,11 +5,12 @@ Each line is a record: its value, or with ``--property parse.key=true`` its key,
 Kafka's producer would send them (``pysparklog.partitioner``): to ``--partition`` when it is given,
 else to the partition of the key's murmur2 hash, else by uniform sticky partitioning.
 
-Lines are read in blocks and each block is appended with one ``PartitionLog.append_arrow`` per
-partition, in record batches of at most ``batch.size`` (16384) bytes, as Kafka's producer batches
-them. A block ends after 1 MiB of lines, after a second without a new line (this tool's
-``linger.ms`` in Kafka), or at the end of stdin, so lines typed by hand or piped from a slow
-process reach consumers within about a second. Lines end at ``\\n``, ``\\r\\n`` or ``\\r``, as
+Lines are read in blocks and each block is sent with one ``Producer.send_arrow``
+(``pysparklog.producer``), which appends each partition's lines in record batches of at most
+``batch.size`` (16384) bytes, as Kafka's producer batches them; the producer is idempotent, as
+Kafka's console producer is by default. A block ends after 1 MiB of lines, after a second without
+a new line (this tool's ``linger.ms`` in Kafka), or at the end of stdin, so lines typed by hand or
+piped from a slow process reach consumers within about a second. Lines end at ``\\n``, ``\\r\\n`` or ``\\r``, as
 Java's ``BufferedReader.readLine`` ends them; the last one needs no end.
 
 A line without the key separator ends the command with Kafka's message, ``No key separator found
@@ -47,10 +48,8 @@ import pyarrow.compute as pc
 from pysparklog.cli._common import add_log_dir_argument, open_log_dir
 from pysparklog.cli._console import add_property_argument, is_true, parse_properties
 from pysparklog.errors import InvalidConfigError, PySparkLogError, UnsupportedCodecError
-from pysparklog.partitioner import Partitioner, PartitionerConfig
-from pysparklog.storage.log import PartitionLog
+from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.storage.log_dir import LogDirectory
-from pysparklog.storage.records.arrow_records import BatchSettings
 from pysparklog.storage.records.codecs import Codec
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
@@ -112,8 +111,8 @@ def _partition(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     reader = _LineReader(parse_properties(args.property, _READER_PROPERTIES))
     logs = open_log_dir(args.log_dir)
-    settings = BatchSettings(codec=args.compression_codec, max_batch_bytes=BATCH_SIZE)
-    sender = _Sender(logs, args.topic, args.partition, settings)
+    config = ProducerConfig(batch_size=BATCH_SIZE, compression_type=args.compression_codec.kafka_name)
+    sender = _Sender(logs, args.topic, args.partition, config)
     blocks = _LineBlocks(sys.stdin.fileno())
     try:
         for block in blocks:
@@ -222,41 +221,28 @@ class _LineReader:
 
 
 class _Sender:
-    """Partitions records as Kafka's producer does and appends each partition's share in one call.
+    """Sends each block of records with one ``Producer.send_arrow``, to ``partition`` when one is given.
 
     Raises:
         UnknownTopicError: The topic does not exist, or has no partition ``partition``.
     """
 
-    def __init__(self, logs: LogDirectory, topic: str, partition: int | None, settings: BatchSettings) -> None:
-        self._logs = logs
-        self._topic = topic
-        self._num_partitions = logs.topics.get(topic).partitions
-        self._partition = partition
-        self._settings = settings
-        self._partitioner = Partitioner(PartitionerConfig(batch_size=BATCH_SIZE))
-        self._open: dict[int, PartitionLog] = {}
+    def __init__(self, logs: LogDirectory, topic: str, partition: int | None, config: ProducerConfig) -> None:
+        # A missing topic or partition fails now, before stdin is read.
+        logs.topics.get(topic)
         if partition is not None:
-            self._log(partition)  # a partition the topic lacks fails now, before stdin is read
-
-    def _log(self, partition: int) -> PartitionLog:
-        log = self._open.get(partition)
-        if log is None:
-            log = self._open[partition] = self._logs.partition(self._topic, partition)
-        return log
+            logs.topics.open_partition(topic, partition)
+        self._producer = Producer(logs, config)
+        self._topic = topic
+        self._partition = partition
 
     def send(self, records: pa.Table) -> None:
-        n = records.num_rows
-        if not n:
+        if not records.num_rows:
             return
-        explicit = None if self._partition is None else pa.array(np.full(n, self._partition, np.int32))
-        partitions = self._partitioner.assign_partitions(records, self._num_partitions, explicit)
-        order = np.argsort(partitions, kind="stable")
-        ordered, partitions = records.take(order), partitions[order]
-        starts = [0, *(np.flatnonzero(np.diff(partitions)) + 1).tolist()]
-        for start, end in zip(starts, [*starts[1:], n], strict=True):
-            self._log(int(partitions[start])).append_arrow(ordered.slice(start, end - start), self._settings)
+        if self._partition is not None:
+            explicit = pa.array(np.full(records.num_rows, self._partition, np.int32))
+            records = records.append_column("partition", explicit)
+        self._producer.send_arrow(self._topic, records)
 
     def close(self) -> None:
-        for log in self._open.values():
-            log.close()
+        self._producer.close()

@@ -61,6 +61,7 @@ from pysparklog.storage.producer_state import (
     ProducerEntry,
     ProducerStateTracker,
     apply_entry,
+    apply_run,
     check_sequence,
     next_sequence,
     replay_segment,
@@ -651,6 +652,10 @@ class PartitionLog:
     def _check_producers(self, active: _ActiveSegment, buf: np.ndarray, entries: EntryTable) -> _ProducerCheck:
         """Kafka's producer-state validation of an append: drop duplicates, refuse gaps and fenced epochs."""
         producers = self._producer_state(active)
+        if _is_one_producer_run(entries):
+            check = _check_run(producers, active.state.log_end_offset, entries)
+            if check is not None:
+                return check
         updated: dict[int, ProducerEntry] = {}
         n = len(entries)
         keep = np.ones(n, dtype=bool)
@@ -1279,6 +1284,56 @@ class PartitionLog:
         with self._write_mutex, self._lock.exclusive() as fd:
             state = self._read_state(fd)
             self._active = self._recover(fd, None if state is None else state.recovery_point)
+
+
+def _is_one_producer_run(entries: EntryTable) -> bool:
+    """Whether the batches are one idempotent producer's data batches with consecutive sequences, as a
+    producer's append of one partition is: then they are checked as one run, without a loop per batch."""
+    rows = entries.rows
+    pids, epochs, sequences = rows[:, k.E_PRODUCER_ID], rows[:, k.E_PRODUCER_EPOCH], rows[:, k.E_BASE_SEQUENCE]
+    transactional = entries.is_transactional
+    if pids[0] < 0 or (pids != pids[0]).any() or (epochs != epochs[0]).any() or (sequences < 0).any():
+        return False
+    if entries.is_control.any() or transactional.any() != transactional.all():
+        return False
+    following = (sequences[:-1] + rows[:-1, k.E_LAST_OFFSET_DELTA] + 1) % 2**31
+    return bool((sequences[1:] == following).all())
+
+
+def _check_run(producers: dict[int, ProducerEntry], log_end: int, entries: EntryTable) -> _ProducerCheck | None:
+    """``_check_producers`` for one producer's run of batches: all new, or all a retry of what it appended;
+    None when only some are (the batch-by-batch check sorts those out)."""
+    row = entries.rows[0]
+    pid, epoch, first_sequence = int(row[k.E_PRODUCER_ID]), int(row[k.E_PRODUCER_EPOCH]), int(row[k.E_BASE_SEQUENCE])
+    sizes = entries.column(k.E_LAST_OFFSET_DELTA) + 1
+    starts = np.cumsum(sizes) - sizes
+    total = int(sizes.sum())
+    entry = producers.get(pid)
+    if entry is not None:
+        repeated = entry.duplicate_of(epoch, first_sequence, next_sequence(first_sequence, total - 1))
+        if repeated is not None:
+            first_offsets = repeated.first_offset + starts
+            stamps = np.full(len(entries), repeated.timestamp, dtype=np.int64)
+            return _ProducerCheck(np.zeros(len(entries), bool), first_offsets, first_offsets + sizes - 1, stamps, {})
+        if entry.duplicate_of(epoch, first_sequence, next_sequence(first_sequence, int(sizes[0]) - 1)) is not None:
+            return None
+    check_sequence(entry, pid, epoch, first_sequence)
+    updated = {pid: entry.copy()} if entry is not None else {}
+    max_timestamps = entries.max_timestamps.copy()
+    apply_run(
+        updated,
+        pid,
+        epoch,
+        first_sequence,
+        log_end,
+        log_end + total - 1,
+        int(max_timestamps.max()),
+        transactional=bool(entries.is_transactional[0]),
+    )
+    first_offsets = log_end + starts
+    return _ProducerCheck(
+        np.ones(len(entries), bool), first_offsets, first_offsets + sizes - 1, max_timestamps, updated
+    )
 
 
 def _fsync(path: str) -> None:

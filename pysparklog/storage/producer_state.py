@@ -112,7 +112,9 @@ def decode_snapshot(data: bytes, *, file: str | None = None) -> list[ProducerSna
 
 
 #: Kafka's ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``: how many recent batches of a producer a
-#: retried batch is recognised against.
+#: retried batch is recognised against. Here each retained entry is a run of batches with
+#: consecutive sequences and offsets (see ``ProducerEntry.record``), so a retried append of many
+#: batches is recognised whole, where Kafka needs one request per batch.
 BATCHES_RETAINED = 5
 _SEQUENCE_MODULUS = 2**31  # sequences are non-negative int32s that wrap to 0
 
@@ -183,13 +185,37 @@ class ProducerEntry:
         )
 
     def duplicate_of(self, epoch: int, first_sequence: int, last_sequence: int) -> BatchMetadata | None:
-        """The retained batch that a batch with these sequences repeats (Kafka's ``findDuplicateBatch``)."""
+        """Where a batch with these sequences already is, if it repeats an appended one (Kafka's
+        ``findDuplicateBatch``, which matches whole batches; a run matches any batch inside it, whose
+        offsets follow from its sequences as each record took one sequence and one offset)."""
         if epoch != self.producer_epoch:
             return None
-        for batch in self.batches:
-            if batch.first_sequence == first_sequence and batch.last_sequence == last_sequence:
-                return batch
+        length = (last_sequence - first_sequence) % _SEQUENCE_MODULUS
+        for run in self.batches:
+            start = (first_sequence - run.first_sequence) % _SEQUENCE_MODULUS
+            if start + length <= run.offset_delta:
+                first_offset = run.first_offset + start
+                return BatchMetadata(last_sequence, first_offset + length, length, run.timestamp)
         return None
+
+    def record(self, first_sequence: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        """Remember an appended batch, extending the last run when the batch continues it."""
+        last = self.batches[-1] if self.batches else None
+        if (
+            last is not None
+            and first_sequence == next_sequence(last.last_sequence, 1)
+            and last_offset - offset_delta == last.last_offset + 1
+        ):
+            self.batches[-1] = BatchMetadata(
+                next_sequence(first_sequence, offset_delta),
+                last_offset,
+                last.offset_delta + offset_delta + 1,
+                max(last.timestamp, timestamp),
+            )
+        else:
+            self.batches.append(
+                BatchMetadata(next_sequence(first_sequence, offset_delta), last_offset, offset_delta, timestamp)
+            )
 
 
 def check_sequence(entry: ProducerEntry | None, producer_id: int, epoch: int, first_sequence: int) -> None:
@@ -224,6 +250,36 @@ def check_sequence(entry: ProducerEntry | None, producer_id: int, epoch: int, fi
             )
 
 
+def _entry_at_epoch(producers: dict[int, ProducerEntry], producer_id: int, epoch: int) -> ProducerEntry:
+    """The producer's entry, created if new; a new epoch forgets the batches of the old one, as Kafka does."""
+    entry = producers.get(producer_id)
+    if entry is None:
+        entry = producers[producer_id] = ProducerEntry(producer_id, epoch)
+    if epoch != entry.producer_epoch:
+        entry.producer_epoch = epoch
+        entry.batches.clear()
+    return entry
+
+
+def apply_run(
+    producers: dict[int, ProducerEntry],
+    producer_id: int,
+    epoch: int,
+    first_sequence: int,
+    first_offset: int,
+    last_offset: int,
+    max_timestamp: int,
+    *,
+    transactional: bool,
+) -> None:
+    """Record appended data batches of one producer whose sequences and offsets are consecutive."""
+    entry = _entry_at_epoch(producers, producer_id, epoch)
+    if transactional and entry.current_txn_first_offset == NO_TXN_FIRST_OFFSET:
+        entry.current_txn_first_offset = first_offset
+    if first_sequence >= 0:
+        entry.record(first_sequence, last_offset, last_offset - first_offset, max_timestamp)
+
+
 def apply_batch(
     producers: dict[int, ProducerEntry],
     row: np.ndarray,
@@ -243,23 +299,22 @@ def apply_batch(
             marker (None for a data batch).
     """
     pid, epoch = int(row[k.E_PRODUCER_ID]), int(row[k.E_PRODUCER_EPOCH])
-    entry = producers.get(pid)
-    if entry is None:
-        entry = producers[pid] = ProducerEntry(pid, epoch)
-    if epoch != entry.producer_epoch:
-        entry.producer_epoch = epoch
-        entry.batches.clear()
     if end_marker_coordinator_epoch is not None:
+        entry = _entry_at_epoch(producers, pid, epoch)
         entry.coordinator_epoch = end_marker_coordinator_epoch
         entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
         return
-    delta, base_sequence = int(row[k.E_LAST_OFFSET_DELTA]), int(row[k.E_BASE_SEQUENCE])
-    if transactional and entry.current_txn_first_offset == NO_TXN_FIRST_OFFSET:
-        entry.current_txn_first_offset = last_offset - delta
-    if base_sequence >= 0:
-        entry.batches.append(
-            BatchMetadata(next_sequence(base_sequence, delta), last_offset, delta, int(row[k.E_MAX_TIMESTAMP]))
-        )
+    delta = int(row[k.E_LAST_OFFSET_DELTA])
+    apply_run(
+        producers,
+        pid,
+        epoch,
+        int(row[k.E_BASE_SEQUENCE]),
+        last_offset - delta,
+        last_offset,
+        int(row[k.E_MAX_TIMESTAMP]),
+        transactional=transactional,
+    )
 
 
 class ProducerStateTracker:

@@ -62,7 +62,7 @@ def test_a_gap_or_a_step_back_in_sequence_is_refused_and_writes_nothing(tmp_path
     with pytest.raises(OutOfOrderSequenceError, match=r"sequence 6 is out of order, expected 5"):
         log.append(batches(2, sequence=6))
     with pytest.raises(OutOfOrderSequenceError, match=r"sequence 3 is out of order, expected 5"):
-        log.append(batches(2, sequence=3))  # overlaps the last batch without repeating it
+        log.append(batches(3, sequence=3))  # 3-5: overlaps what was appended and goes past it
     assert log.log_end_offset == 5
     assert log.append(batches(2, sequence=5)).first_offset == 5
 
@@ -86,15 +86,25 @@ def test_an_unknown_producer_may_start_at_any_sequence(tmp_path: Path) -> None:
     assert log.append(batches(2, pid=8, sequence=17)).first_offset == 2
 
 
-def test_only_the_last_five_batches_are_recognised(tmp_path: Path) -> None:
+def test_a_batch_inside_what_the_producer_appended_is_recognised_with_its_own_offsets(tmp_path: Path) -> None:
     log = log_at(tmp_path)
-    sent = [batches(2, sequence=2 * i, start=2 * i) for i in range(6)]
-    for encoded in sent:
-        log.append(encoded)
-    assert log.append(sent[1]).first_offset == 2  # among the last five: recognised
+    log.append(batches(10, per_batch=2))  # sequences 0-9 at offsets 0-9, five batches, one run
+    again = log.append(batches(3, sequence=4, start=4))  # sequences 4-6, as a producer split differently
+    assert (again.first_offset, again.last_offset) == (4, 6)
+    assert log.log_end_offset == 10
+
+
+def test_only_the_last_five_runs_are_recognised(tmp_path: Path) -> None:
+    log = log_at(tmp_path)
+    sent = []
+    for i in range(6):
+        sent.append(batches(2, sequence=2 * i, start=2 * i))
+        log.append(sent[-1])
+        log.append_arrow(keyed_table(1))  # another writer in between: each batch is a run of its own
+    assert log.append(sent[1]).first_offset == 3  # among the last five: recognised
     with pytest.raises(OutOfOrderSequenceError):
         log.append(sent[0])  # older: Kafka cannot tell it from a step back either
-    assert log.log_end_offset == 12
+    assert log.log_end_offset == 18
 
 
 def test_sequences_wrap_at_two_to_the_31(tmp_path: Path) -> None:
@@ -124,7 +134,7 @@ def test_batches_another_writer_appended_are_seen_before_checking(tmp_path: Path
     theirs.append(batches(4, sequence=3))  # the same producer's next batch through another handle
     assert mine.append(first).first_offset == 0  # still recognised
     with pytest.raises(OutOfOrderSequenceError, match="expected 7"):
-        mine.append(batches(1, sequence=3))
+        mine.append(batches(1, sequence=8))
     assert mine.append(batches(1, sequence=7)).first_offset == 7
 
 

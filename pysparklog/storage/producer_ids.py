@@ -1,0 +1,91 @@
+"""Producer ids of one log directory: unique, never reused, also across crashes and processes.
+
+An idempotent producer stamps every batch with its producer id, and a log tells a retried batch from
+a new one by that id and the batch's sequence numbers. Two producers sharing an id would see each
+other's batches as duplicates or gaps, so ids must never repeat. Kafka's controller guarantees that
+by handing out blocks of ids from a record in its metadata log; here the log directory is the only
+thing every producer shares, so the next free id lives in one small file there::
+
+    pysparklog-producer-ids
+    {"version": 1, "next_producer_id": 42}
+
+Each allocation is a read-modify-write under the log directory's lock (``.lock``, the lock its
+topic metadata is changed under), so concurrent processes never get the same id, and the file is
+replaced atomically and fsynced before the id is handed out: a crash leaves the old content or the
+new, and an id handed out is on disk first, so it is never handed out again. A crash may lose an
+id that was reserved but not yet returned; ids are plentiful (int64), so that costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, PySparkLogError
+from pysparklog.storage.checkpoints import write_atomically
+from pysparklog.storage.config import LONG_MAX
+from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
+from pysparklog.storage.topic_config import read_bytes
+
+PRODUCER_IDS_FILE = "pysparklog-producer-ids"
+PRODUCER_IDS_VERSION = 1
+
+
+def allocate_producer_id(log_dir: str | os.PathLike[str]) -> int:
+    """A producer id no other call for this log directory has returned or will return; the first is 0.
+
+    Args:
+        log_dir: The log directory; it must exist.
+
+    Raises:
+        InvalidLogDirectoryError: ``log_dir`` is not a directory.
+        CorruptRecordError: ``pysparklog-producer-ids`` is not this module's file (the message names it).
+        PySparkLogError: Every id up to 2**63 - 1 has been handed out.
+    """
+    directory = os.path.abspath(os.fspath(log_dir))
+    if not os.path.isdir(directory):
+        raise InvalidLogDirectoryError(f"log directory {directory} does not exist or is not a directory")
+    path = os.path.join(directory, PRODUCER_IDS_FILE)
+    lock = FileLock(os.path.join(directory, LOG_DIR_LOCK))
+    try:
+        with lock.exclusive():
+            _remove_stale_temporary_files(directory)
+            producer_id = _read_next(path)
+            if producer_id == LONG_MAX:
+                raise PySparkLogError(f"every producer id up to {LONG_MAX} has been handed out ({path})")
+            document = {"version": PRODUCER_IDS_VERSION, "next_producer_id": producer_id + 1}
+            write_atomically(path, json.dumps(document).encode())
+            return producer_id
+    finally:
+        lock.close()
+
+
+def _read_next(path: str) -> int:
+    """The next free id recorded in ``path``; 0 when the file does not exist yet."""
+    data = read_bytes(path)
+    if data is None:
+        return 0
+    try:
+        document = json.loads(data)
+        version, next_id = document["version"], document["next_producer_id"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise CorruptRecordError(f"not a pysparklog producer-id file: {error}", file=path, position=0) from None
+    if version != PRODUCER_IDS_VERSION:
+        raise CorruptRecordError(
+            f"producer-id file version {version!r}, expected {PRODUCER_IDS_VERSION} (written by a newer pysparklog?)",
+            file=path,
+            position=0,
+        )
+    if isinstance(next_id, bool) or not isinstance(next_id, int) or not 0 <= next_id <= LONG_MAX:
+        raise CorruptRecordError(
+            f"next_producer_id {next_id!r} is not an integer from 0 to {LONG_MAX}", file=path, position=0
+        )
+    return next_id
+
+
+def _remove_stale_temporary_files(directory: str) -> None:
+    """Remove what allocators killed mid-write left: they write only under the lock, which the caller holds."""
+    prefix = f"{PRODUCER_IDS_FILE}.tmp."
+    for name in os.listdir(directory):
+        if name.startswith(prefix):
+            os.remove(os.path.join(directory, name))

@@ -1,0 +1,68 @@
+"""``storage.producer_ids``: ids from 0, never twice, also between processes allocating at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError
+from pysparklog.storage.producer_ids import PRODUCER_IDS_FILE, allocate_producer_id
+
+
+def test_ids_start_at_0_and_never_repeat(tmp_path: Path) -> None:
+    assert [allocate_producer_id(tmp_path) for _ in range(5)] == [0, 1, 2, 3, 4]
+    assert json.loads((tmp_path / PRODUCER_IDS_FILE).read_text()) == {"version": 1, "next_producer_id": 5}
+    assert allocate_producer_id(str(tmp_path)) == 5  # a path as str, or any later process: the file is the truth
+
+
+def test_processes_allocating_at_once_never_get_the_same_id(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from pysparklog.storage.producer_ids import allocate_producer_id\n"
+        "print(' '.join(str(allocate_producer_id(sys.argv[1])) for _ in range(25)))\n"
+    )
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE) for _ in range(4)
+    ]
+    ids = []
+    for process in processes:
+        out, _ = process.communicate(timeout=120)
+        assert process.returncode == 0
+        ids += [int(i) for i in out.split()]
+    assert sorted(ids) == list(range(100))
+
+
+def test_a_write_a_crash_interrupted_leaves_the_last_complete_file(tmp_path: Path) -> None:
+    assert allocate_producer_id(tmp_path) == 0
+    torn = tmp_path / f"{PRODUCER_IDS_FILE}.tmp.99999"
+    torn.write_text('{"version": 1, "next_')  # killed mid-write: the rename never happened
+    assert allocate_producer_id(tmp_path) == 1
+    assert not torn.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"not json", "not a pysparklog producer-id file"),
+        (b'{"version": 2, "next_producer_id": 3}', "producer-id file version 2, expected 1"),
+        (b'{"version": 1}', "not a pysparklog producer-id file"),
+        (b'{"version": 1, "next_producer_id": -4}', "next_producer_id -4 is not an integer from 0"),
+        (b'{"version": 1, "next_producer_id": "7"}', "next_producer_id '7' is not an integer from 0"),
+    ],
+)
+def test_a_file_that_is_not_ours_is_reported(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / PRODUCER_IDS_FILE
+    path.write_bytes(content)
+    with pytest.raises(CorruptRecordError, match=message) as error:
+        allocate_producer_id(tmp_path)
+    assert error.value.file == str(path)
+    assert path.read_bytes() == content  # left as it was
+
+
+def test_the_log_directory_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(InvalidLogDirectoryError, match="does not exist"):
+        allocate_producer_id(tmp_path / "missing")
