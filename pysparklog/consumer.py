@@ -36,6 +36,7 @@ from pysparklog.errors import (
     FencedInstanceIdError,
     InvalidConfigError,
     OffsetOutOfRangeError,
+    PySparkLogError,
     UnknownMemberIdError,
     UnknownTopicError,
 )
@@ -114,6 +115,13 @@ class ConsumerConfig:
             object.__setattr__(self, "enable_auto_commit", self.group_id is not None)
         elif self.enable_auto_commit and self.group_id is None:
             raise InvalidConfigError("enable.auto.commit = true needs a group.id; set group.id or turn it off")
+        for name in ("enable_auto_commit", "exclude_internal_topics", "include_headers"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidConfigError(
+                    f"{name.replace('_', '.')} = {getattr(self, name)!r} is invalid; accepted: true or false"
+                )
+        if not isinstance(self.client_id, str):
+            raise InvalidConfigError(f"client.id = {self.client_id!r} is invalid; accepted: a string")
         for name in (
             "auto_commit_interval_ms",
             "session_timeout_ms",
@@ -696,6 +704,10 @@ class Consumer:
                     self._heartbeat()
                 except (UnknownMemberIdError, FencedInstanceIdError) as error:
                     group.error = error
+                except (PySparkLogError, OSError) as error:
+                    # A file system hiccup: try again at the next interval. Should it last past the
+                    # session timeout, the group removes the member and the next poll rejoins.
+                    _log.warning("heartbeat of group %r failed, retrying: %s", self.config.group_id, error)
 
     def _apply_group_changes(self) -> None:
         """Join, heartbeat when due, and apply the assignment: revoke (commit, listener, release) what

@@ -912,3 +912,11 @@ def test_config_from_kafka_property_names() -> None:
 def test_config_from_properties_refuses_bad_input(properties: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidConfigError, match=message):
         ConsumerConfig.from_properties(properties)
+
+
+@pytest.mark.parametrize("name", ["enable_auto_commit", "exclude_internal_topics", "include_headers"])
+def test_boolean_settings_must_be_booleans(name: str) -> None:
+    with pytest.raises(
+        InvalidConfigError, match=rf"{name.replace('_', '.')} = 'false' is invalid; accepted: true or false"
+    ):
+        ConsumerConfig(group_id="g", **{name: "false"})  # type: ignore[arg-type]
