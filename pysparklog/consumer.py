@@ -326,11 +326,7 @@ class Consumer:
         """Leave the group (committing with auto-commit) or drop the manual assignment."""
         with self._lock, self._group_lock:
             if self._group is not None:
-                if self.config.enable_auto_commit and self._group.membership is not None:
-                    self._commit_quietly(set(self._fetching))
-                self._leave_group()
-                self._group.coordinator.close()
-                self._group = None
+                self._depart(autocommit=True)
             self._manual = None
             self._set_fetching(set())
 
@@ -492,12 +488,7 @@ class Consumer:
             self._heartbeats = None
         with self._lock:
             if self._group is not None:
-                if autocommit and self.config.enable_auto_commit and self._group.membership is not None:
-                    self._commit_quietly(set(self._fetching))
-                if self.config.group_instance_id is None:
-                    self._leave_group()
-                self._group.coordinator.close()
-                self._group = None
+                self._depart(autocommit=autocommit)
             elif autocommit and self.config.enable_auto_commit:
                 self._commit_quietly(set(self._fetching))  # manually assigned partitions: committed too
             for log in self._logs.values():
@@ -777,6 +768,23 @@ class Consumer:
             self._commit_positions(partitions)
         except CommitFailedError as error:
             _log.warning("%s", error)
+
+    def _depart(self, *, autocommit: bool) -> None:
+        """Give the group up, as Kafka's ``onLeavePrepare`` does: commit (with auto-commit), tell the
+        listener its partitions are revoked, and leave; a static member does not leave, as in Kafka, so
+        a restart within the session timeout gets its partitions back."""
+        group = self._group
+        assert group is not None
+        owned = set(self._fetching)
+        if group.membership is not None:
+            if autocommit and self.config.enable_auto_commit:
+                self._commit_quietly(owned)
+            if owned and group.listener is not None:
+                group.listener.on_partitions_revoked(owned)
+        if self.config.group_instance_id is None:
+            self._leave_group()
+        group.coordinator.close()
+        self._group = None
 
     def _leave_group(self) -> None:
         group = self._group

@@ -810,13 +810,7 @@ class Producer:
             # A slice smaller than one batch appends nothing while it keeps its last batch: take more.
             step = step if consumed else step * 2
             start += consumed
-        return AppendInfo(
-            infos[0].first_offset,
-            infos[-1].last_offset,
-            sum(info.record_count for info in infos),
-            infos[-1].log_append_time_ms,
-            max(info.max_timestamp for info in infos),
-        )
+        return AppendInfo.spanning(infos)
 
     def _append_rows(
         self, state: _PartitionState, table: pa.Table, keep_partial: bool, deadline: float

@@ -561,7 +561,7 @@ def test_rebalance_listener_eager(log_dir: LogDirectory, consumers: Callable[...
         step=lambda: first.poll(timeout_ms=10),
     )
     assert heard_first.take() == [("revoked", {tp("t", 0), tp("t", 1)}), ("assigned", everything)]
-    assert heard_second.take() == []  # leaving on close is not a revocation the listener hears of
+    assert heard_second.take() == [("revoked", {tp("t", 2), tp("t", 3)})]  # closing revokes, as in Kafka
 
 
 def test_rebalance_listener_cooperative(log_dir: LogDirectory, consumers: Callable[..., Consumer]) -> None:

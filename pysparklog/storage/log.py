@@ -207,6 +207,17 @@ class AppendInfo:
     log_append_time_ms: int
     max_timestamp: int
 
+    @classmethod
+    def spanning(cls, infos: Sequence[AppendInfo]) -> AppendInfo:
+        """What consecutive appends wrote, as one (``infos`` must not be empty)."""
+        return cls(
+            infos[0].first_offset,
+            infos[-1].last_offset,
+            sum(i.record_count for i in infos),
+            infos[-1].log_append_time_ms,
+            max(i.max_timestamp for i in infos),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class SegmentInfo:
@@ -541,13 +552,7 @@ class PartitionLog:
         if not infos:
             end = self.log_end_offset
             return AppendInfo(end, end - 1, 0, -1, -1)
-        return AppendInfo(
-            infos[0].first_offset,
-            infos[-1].last_offset,
-            sum(i.record_count for i in infos),
-            infos[-1].log_append_time_ms,
-            max(i.max_timestamp for i in infos),
-        )
+        return AppendInfo.spanning(infos)
 
     def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:
         """Append complete v2 record batches, assigning offsets from the log end as a broker does.
