@@ -73,7 +73,6 @@ class GroupState(enum.StrEnum):
     STABLE = "Stable"
     #: A generation started but some partitions still wait for their previous owner to let them go.
     COMPLETING_REBALANCE = "CompletingRebalance"
-    DEAD = "Dead"
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,14 @@ from pysparklog.errors import (
     PySparkLogError,
     UnknownTopicError,
 )
-from pysparklog.group import GroupCoordinator, GroupDescription, MemberDescription, describe_group, list_group_ids
+from pysparklog.group import (
+    GroupCoordinator,
+    GroupDescription,
+    GroupState,
+    MemberDescription,
+    describe_group,
+    list_group_ids,
+)
 from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.config import INT_MAX, LONG_MAX
 from pysparklog.storage.log import PartitionLog
@@ -93,10 +100,6 @@ OFFSETS_TOPIC_SEGMENT_BYTES = ConfigKey(
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 OFFSET_COMMIT_KEY_VERSION = 1  # what Kafka's coordinator writes (GroupCoordinatorRecordHelpers.newOffsetCommitRecord)
 OFFSET_COMMIT_VALUE_VERSION = 3
-EMPTY = "Empty"
-DEAD = "Dead"
-INACTIVE_STATES = frozenset({EMPTY, DEAD})
-"""Group states in which Kafka lets offsets be reset and the group be deleted."""
 
 # The largest varints a record adds to its key and value (length, attributes, timestamp delta, offset delta, key
 # and value lengths, header count), so that the batch size given to the encoder holds a whole commit.
@@ -756,8 +759,7 @@ class OffsetStore:
     # -- groups -----------------------------------------------------------------------------------------------
 
     def _membership(self, group_id: str) -> GroupDescription | None:
-        membership = _membership(self._log_dir, [group_id]).get(group_id)
-        return None if membership is None or membership.state == DEAD else membership
+        return _membership(self._log_dir, [group_id]).get(group_id)
 
     def _existing(self, group_id: str) -> GroupDescription | None:
         """A group's live membership, checking that the group exists.
@@ -773,9 +775,12 @@ class OffsetStore:
     def list_groups(self) -> list[ConsumerGroupListing]:
         """Every group with committed offsets or live membership, sorted, with its state."""
         with self._mutex:
-            memberships = {g: m for g, m in _membership(self._log_dir, None).items() if m.state != DEAD}
+            memberships = _membership(self._log_dir, None)
             names = set(self.groups()) | memberships.keys()
-            return [ConsumerGroupListing(g, memberships[g].state if g in memberships else EMPTY) for g in sorted(names)]
+            return [
+                ConsumerGroupListing(g, memberships[g].state if g in memberships else GroupState.EMPTY)
+                for g in sorted(names)
+            ]
 
     def _positions(self, group_id: str, partitions: Iterable[TopicPartition]) -> list[PartitionLag]:
         offsets = self._group_offsets(group_id)
@@ -809,7 +814,7 @@ class OffsetStore:
             rows += [OffsetRow(p, None) for p in self._positions(group_id, sorted(offsets.keys() - assigned))]
             return ConsumerGroupDescription(
                 group_id,
-                membership.state if membership is not None else EMPTY,
+                membership.state if membership is not None else GroupState.EMPTY,
                 membership.assignor if membership is not None else "",
                 members,
                 tuple(rows),
@@ -817,7 +822,7 @@ class OffsetStore:
 
     def _check_inactive(self, group_id: str) -> None:
         membership = self._membership(group_id)
-        if membership is not None and membership.state not in INACTIVE_STATES:
+        if membership is not None and membership.state != GroupState.EMPTY:
             raise GroupNotEmptyError(
                 f"Assignments can only be reset if the group '{group_id}' is inactive, but the current state is "
                 f"{membership.state}."
@@ -864,7 +869,7 @@ class OffsetStore:
         with self._mutex:
             with _group_frozen(self._log_dir, group_id):
                 membership = self._existing(group_id)
-                if membership is not None and membership.state not in INACTIVE_STATES:
+                if membership is not None and membership.state != GroupState.EMPTY:
                     raise GroupNotEmptyError(
                         f"Consumer group '{group_id}' is not empty: its state is {membership.state}."
                     )

@@ -10,14 +10,12 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from pysparklog import offsets
 from pysparklog.errors import (
     CorruptRecordError,
     GroupIdNotFoundError,
@@ -27,6 +25,7 @@ from pysparklog.errors import (
     InvalidTopicError,
     UnknownTopicError,
 )
+from pysparklog.group import Clock, GroupCoordinator, JoinRequest
 from pysparklog.offsets import (
     OFFSETS_TOPIC,
     CommittedOffset,
@@ -54,33 +53,45 @@ TS = 1_700_000_000_000
 ORDERS = [TopicPartition("orders", p) for p in range(3)]
 
 
-@dataclass(frozen=True)
-class Member:
-    """A live member as ``pysparklog.group`` describes one."""
-
-    member_id: str
-    client_id: str
-    host: str
-    assignment: tuple[TopicPartition, ...]
-    group_instance_id: str | None = None
+SESSION_MS = 60_000  # long enough that members stay live for the whole test
 
 
-@dataclass(frozen=True)
-class Group:
-    """A group's membership as ``pysparklog.group`` describes one."""
-
-    state: str
-    members: tuple[Member, ...] = ()
-    assignor: str = "range"
+def member(client_id: str, host: str, group_instance_id: str | None = None) -> JoinRequest:
+    """A consumer joining with the range assignor and a session that outlasts the test."""
+    return JoinRequest(client_id, ("range",), SESSION_MS, group_instance_id, host)
 
 
-def with_membership(monkeypatch: pytest.MonkeyPatch, groups: dict[str, Group]) -> None:
-    """Stand in for the coordinator's membership state, behind the one function that looks it up."""
+def sessions_ago() -> int:
+    """A clock two session timeouts behind: members joined with it look expired to everyone else."""
+    return int(time.time() * 1000) - 2 * SESSION_MS
 
-    def membership(log_dir: LogDirectory, group_ids: Collection[str] | None) -> dict[str, Group]:
-        return {g: d for g, d in groups.items() if group_ids is None or g in group_ids}
 
-    monkeypatch.setattr(offsets, "_membership", membership)
+def join(log_dir: LogDirectory, group_id: str, *requests: JoinRequest, clock: Clock | None = None) -> list[str]:
+    """Members that join ``group_id`` (subscribed to orders) through its real coordinator and hand partitions over
+    until each owns its whole assignment, so the group is Stable; their member ids, in the order of ``requests``."""
+    topics = ["orders"]
+    coordinator = GroupCoordinator(log_dir, group_id, clock=clock)
+    try:
+        member_ids = [coordinator.join(request, topics).member_id for request in requests]
+        for member_id in member_ids:  # a member gives up the partitions the last join moved to another...
+            now = coordinator.heartbeat(member_id, topics)
+            coordinator.heartbeat(member_id, topics, now.owned - now.assigned)
+        for member_id in member_ids:  # ...which claims them at its next heartbeat
+            coordinator.heartbeat(member_id, topics)
+        described = coordinator.describe()
+        assert described is not None and described.state == "Stable"
+        return member_ids
+    finally:
+        coordinator.close()
+
+
+def leave(log_dir: LogDirectory, group_id: str, *member_ids: str) -> None:
+    coordinator = GroupCoordinator(log_dir, group_id)
+    try:
+        for member_id in member_ids:
+            coordinator.leave(member_id)
+    finally:
+        coordinator.close()
 
 
 @pytest.fixture
@@ -514,22 +525,15 @@ def test_lag_is_the_log_end_minus_the_committed_offset(orders: LogDirectory) -> 
 
 # -- groups with live members -------------------------------------------------------------------------------------
 
-STABLE = Group(
-    "Stable",
-    (
-        Member("c1-aaa", "c1", "/10.0.0.1", (ORDERS[0],)),
-        Member("c2-bbb", "c2", "/10.0.0.2", (ORDERS[2], ORDERS[1])),
-    ),
-)
+C1 = member("c1", "/10.0.0.1")
+C2 = member("c2", "/10.0.0.2", "instance-2")  # static: the range assignor puts it first, so it gets orders-0 and 1
 
 
-def test_a_group_with_active_members_is_refused_resets_and_deletion(
-    orders: LogDirectory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_group_with_active_members_is_refused_resets_and_deletion(orders: LogDirectory) -> None:
     with OffsetStore(orders) as store:
         store.commit("g", {ORDERS[0]: OffsetAndMetadata(4), TopicPartition("other", 0): OffsetAndMetadata(1)})
         plan = store.plan_reset("g", ORDERS, ResetStrategy.to_earliest())
-        with_membership(monkeypatch, {"g": STABLE})
+        members = join(orders, "g", C1, C2)
         message = "Assignments can only be reset if the group 'g' is inactive, but the current state is Stable."
         with pytest.raises(GroupNotEmptyError, match=message):
             store.plan_reset("g", ORDERS, ResetStrategy.to_earliest())
@@ -541,19 +545,32 @@ def test_a_group_with_active_members_is_refused_resets_and_deletion(
             store.delete_offsets("g", [ORDERS[1]])
         assert store.delete_offsets("g", [TopicPartition("other", 0)]) == [TopicPartition("other", 0)]
         assert store.committed("g") == {ORDERS[0]: OffsetAndMetadata(4)}
-        with_membership(monkeypatch, {"g": Group("Empty"), "members-only": Group("Stable", STABLE.members)})
+        leave(orders, "g", *members)
+        join(orders, "members-only", C1, C2)
         assert [(g.group_id, g.state) for g in store.list_groups()] == [("g", "Empty"), ("members-only", "Stable")]
         store.execute_reset(plan)
         assert store.delete_group("g") == ORDERS
-        with_membership(monkeypatch, {})
         with pytest.raises(GroupIdNotFoundError, match="Consumer group 'g' does not exist."):
             store.delete_group("g")
         with pytest.raises(GroupIdNotFoundError, match="Consumer group 'absent' does not exist."):
             store.delete_offsets("absent", [ORDERS[0]])
 
 
+def test_a_group_is_active_while_its_members_sessions_last(orders: LogDirectory) -> None:
+    with OffsetStore(orders) as store:
+        store.commit("g", {ORDERS[0]: OffsetAndMetadata(4)})
+        join(orders, "g", C1, clock=sessions_ago)
+        assert [(g.group_id, g.state) for g in store.list_groups()] == [("g", "Empty")]
+        store.execute_reset(store.plan_reset("g", ORDERS, ResetStrategy.to_latest()))
+        assert store.committed("g") == {ORDERS[0]: OffsetAndMetadata(10)} | {
+            ORDERS[1]: OffsetAndMetadata(20),
+            ORDERS[2]: OffsetAndMetadata(30),
+        }
+        assert store.delete_group("g") == ORDERS
+
+
 def test_describe_lists_assigned_partitions_by_member_then_the_unassigned_committed_ones(
-    orders: LogDirectory, monkeypatch: pytest.MonkeyPatch
+    orders: LogDirectory,
 ) -> None:
     with OffsetStore(orders) as store:
         store.commit("g", {ORDERS[1]: OffsetAndMetadata(15), TopicPartition("gone", 0): OffsetAndMetadata(3)})
@@ -563,17 +580,24 @@ def test_describe_lists_assigned_partitions_by_member_then_the_unassigned_commit
             (PartitionLag(TopicPartition("gone", 0), 3, None), None),
             (PartitionLag(ORDERS[1], 15, 20), None),
         ]
-        with_membership(monkeypatch, {"g": STABLE, "dead": Group("Dead")})
+        c1, c2 = join(orders, "g", C1, C2)
+        join(orders, "expired", C1, clock=sessions_ago)
         group = store.describe("g")
         assert group is not None and (group.state, group.assignor) == ("Stable", "range")
-        c1, c2 = STABLE.members
-        assert [(r.position.partition, r.position.committed, r.member) for r in group.rows] == [
-            (ORDERS[1], 15, c2),  # the member with the most partitions first, its partitions sorted
-            (ORDERS[2], None, c2),
-            (ORDERS[0], None, c1),
+        assert [(m.member_id, m.client_id, m.host, m.group_instance_id) for m in group.members] == [
+            (c1, "c1", "/10.0.0.1", None),  # members by id
+            (c2, "c2", "/10.0.0.2", "instance-2"),
+        ]
+        assert [(r.position.partition, r.position.committed, r.member and r.member.member_id) for r in group.rows] == [
+            (ORDERS[0], None, c2),  # the member with the most partitions first, its partitions sorted
+            (ORDERS[1], 15, c2),
+            (ORDERS[2], None, c1),
             (TopicPartition("gone", 0), 3, None),
         ]
-        assert store.describe("dead") is None and store.describe("absent") is None
+        # A group whose only member's session ran out, without offsets: Empty, as on a broker until its cleanup.
+        expired = store.describe("expired")
+        assert expired is not None and (expired.state, expired.members, expired.rows) == ("Empty", (), ())
+        assert store.describe("absent") is None
 
 
 # -- Kafka's own tool ---------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """``pysparklog consumer-groups``: kafka-consumer-groups.sh's tables, messages and option checks on a log directory.
 
-Run in-process (``main``), so that a group's live members can be stood in for where offsets look them up; one
-test runs the command in a new process as people run it."""
+Run in-process (``main``); a group's live members are real ones, joined through its ``GroupCoordinator`` on the
+test's log directory. One test runs the command in a new process as people run it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,13 +17,12 @@ from pysparklog.cli.main import main
 from pysparklog.offsets import OffsetStore
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from tests.cli.test_dump_log import run_cli
-from tests.test_offsets import Group, Member, with_membership
+from tests.test_offsets import join, leave, member, sessions_ago
 
 TS = 1_700_000_000_000
 ORDERS = [TopicPartition("orders", p) for p in range(3)]
-C1 = Member("consumer-1-2f6a", "consumer-1", "/10.0.0.1", (ORDERS[0],))
-C2 = Member("consumer-2-9c1b0e5d-6f7a-4c39", "consumer-2", "/10.0.0.2", (ORDERS[2], ORDERS[1]), "instance-2")
-STABLE = Group("Stable", (C1, C2))
+C1 = member("consumer-1", "/10.0.0.1")
+C2 = member("consumer-2", "/10.0.0.2", "instance-2")  # static: the range assignor gives it orders-0 and 1
 NO_MEMBERS = "\nConsumer group 'billing' has no active members.\n"
 DESCRIBE_HEADER = (
     "GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID     "
@@ -86,10 +86,9 @@ def test_list_and_list_with_states(log_dir: Path, capsys: pytest.CaptureFixture[
     )
 
 
-def test_list_includes_groups_known_only_by_their_members(
-    log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with_membership(monkeypatch, {"fresh": STABLE, "gone": Group("Dead")})
+def test_list_includes_groups_known_only_by_their_members(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    join(LogDirectory(log_dir), "fresh", C1, C2)
+    join(LogDirectory(log_dir), "gone", C1, clock=sessions_ago)  # its only member's session ran out
     assert groups(log_dir, capsys, "--list", "--state", "Stable") == (
         0,
         "GROUP                     STATE               \nfresh                     Stable              \n",
@@ -115,28 +114,28 @@ def test_describe_an_empty_group(log_dir: Path, capsys: pytest.CaptureFixture[st
     )
 
 
-def test_describe_a_group_with_members(
-    log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with_membership(monkeypatch, {"billing": STABLE})
+def test_describe_a_group_with_members(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    c1, c2 = join(LogDirectory(log_dir), "billing", C1, C2)
+    assert re.fullmatch(r"consumer-1-[0-9a-f-]{36}", c1) and re.fullmatch(r"consumer-2-[0-9a-f-]{36}", c2)
+    w = len(c2)  # the CONSUMER-ID column is as wide as the longest id
     assert groups(log_dir, capsys, "--describe", "--group", "billing") == (
         0,
         "\nGROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             "
-        "CONSUMER-ID                   HOST            CLIENT-ID\n"
-        "billing         orders          1          20              20              0               "
-        "consumer-2-9c1b0e5d-6f7a-4c39 /10.0.0.2       consumer-2\n"
-        "billing         orders          2          -               30              -               "
-        "consumer-2-9c1b0e5d-6f7a-4c39 /10.0.0.2       consumer-2\n"
+        f"{'CONSUMER-ID':<{w}} HOST            CLIENT-ID\n"
         "billing         orders          0          4               10              6               "
-        "consumer-1-2f6a               /10.0.0.1       consumer-1\n",
+        f"{c2} /10.0.0.2       consumer-2\n"
+        "billing         orders          1          20              20              0               "
+        f"{c2} /10.0.0.2       consumer-2\n"
+        "billing         orders          2          -               30              -               "
+        f"{c1} /10.0.0.1       consumer-1\n",
         "",
     )
     members = (
-        "\nGROUP           CONSUMER-ID                   GROUP-INSTANCE-ID HOST            CLIENT-ID       "
+        f"\nGROUP           {'CONSUMER-ID':<{w}} GROUP-INSTANCE-ID HOST            CLIENT-ID       "
         "#PARTITIONS     {}\n"
-        "billing         consumer-1-2f6a                                 /10.0.0.1       consumer-1      "
+        f"billing         {c1}                   /10.0.0.1       consumer-1      "
         "1               {}\n"
-        "billing         consumer-2-9c1b0e5d-6f7a-4c39 instance-2        /10.0.0.2       consumer-2      "
+        f"billing         {c2} instance-2        /10.0.0.2       consumer-2      "
         "2               {}\n"
     )
     assert groups(log_dir, capsys, "--describe", "--group", "billing", "--members") == (
@@ -146,7 +145,7 @@ def test_describe_a_group_with_members(
     )
     assert groups(log_dir, capsys, "--describe", "--group", "billing", "--members", "--verbose") == (
         0,
-        members.format("ASSIGNMENT", "orders(0)", "orders(1,2)"),
+        members.format("ASSIGNMENT", "orders(2)", "orders(0,1)"),
         "",
     )
     assert groups(log_dir, capsys, "--describe", "--group", "billing", "--state") == (
@@ -155,10 +154,20 @@ def test_describe_a_group_with_members(
         "billing                   -                         range                Stable          2\n",
         "",
     )
-    with_membership(monkeypatch, {"billing": Group("PreparingRebalance", (C1,))})
-    status, out, err = groups(log_dir, capsys, "--describe", "--group", "billing", "--members")
-    assert (status, err) == (0, "\nWarning: Consumer group 'billing' is rebalancing.\n")
-    assert out.startswith("\nGROUP           CONSUMER-ID     HOST            CLIENT-ID       #PARTITIONS     \n")
+    # consumer-2 leaves: consumer-1 is assigned every partition but owns orders-0 and 1 only at its next heartbeat.
+    leave(LogDirectory(log_dir), "billing", c2)
+    assert groups(log_dir, capsys, "--describe", "--group", "billing", "--state") == (
+        0,
+        "\nGROUP                     COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE           #MEMBERS\n"
+        "billing                   -                         range                CompletingRebalance 1\n",
+        "\nWarning: Consumer group 'billing' is rebalancing.\n",
+    )
+    assert groups(log_dir, capsys, "--describe", "--group", "billing", "--members") == (
+        0,
+        f"\nGROUP           {'CONSUMER-ID':<{w}} HOST            CLIENT-ID       #PARTITIONS     \n"
+        f"billing         {c1} /10.0.0.1       consumer-1      3               \n",
+        "\nWarning: Consumer group 'billing' is rebalancing.\n",
+    )
 
 
 def test_reset_offsets_dry_run_then_execute(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -217,7 +226,7 @@ def test_to_datetime_takes_kafkas_formats(value: str, expected: int) -> None:
     assert parse_datetime(value) == expected
 
 
-def test_reset_errors(log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reset_errors(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     reset = ("--reset-offsets", "--group", "billing", "--execute")
     accepted = "accepted: yyyy-MM-ddTHH:mm:SS.sss, optionally followed by Z, +hh, +hhmm or +hh:mm (UTC when no zone"
     for bad in ("2023-11-14T22:13:20", "2023-13-14T22:13:20.007", "2023-11-14T22:13:20.007+25", "yesterday"):
@@ -252,7 +261,7 @@ def test_reset_errors(log_dir: Path, capsys: pytest.CaptureFixture[str], monkeyp
         "",
         error("Cannot shift offset for partition orders-2 since there is no current committed offset"),
     )
-    with_membership(monkeypatch, {"billing": STABLE})
+    join(LogDirectory(log_dir), "billing", C1, C2)
     assert groups(log_dir, capsys, *reset, "--all-topics", "--to-earliest") == (
         1,
         "",
@@ -326,11 +335,11 @@ def test_a_value_that_is_not_a_long_is_a_usage_error(log_dir: Path, capsys: pyte
     assert (status, out) == (2, "") and "Cannot parse argument 'x' of option to-offset" in err
 
 
-def test_delete_groups(log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_delete_groups(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with OffsetStore(log_dir) as store:
         store.commit("audit", {ORDERS[2]: OffsetAndMetadata(1)})
         store.commit("reports", {ORDERS[2]: OffsetAndMetadata(2)})
-    with_membership(monkeypatch, {"billing": STABLE})
+    members = join(LogDirectory(log_dir), "billing", C1, C2)
     not_empty = (
         "* Group 'billing' could not be deleted due to: org.apache.kafka.common.errors.GroupNotEmptyException: The "
         "group is not empty."
@@ -348,7 +357,7 @@ def test_delete_groups(log_dir: Path, capsys: pytest.CaptureFixture[str], monkey
             "org.apache.kafka.common.errors.GroupIdNotFoundException: The group id does not exist."
         ),
     )
-    with_membership(monkeypatch, {})
+    leave(LogDirectory(log_dir), "billing", *members)
     assert groups(log_dir, capsys, "--delete", "--group", "billing", "--group", "reports") == (
         0,
         "Deletion of requested consumer groups ('billing, reports') was successful.\n",
@@ -357,7 +366,7 @@ def test_delete_groups(log_dir: Path, capsys: pytest.CaptureFixture[str], monkey
     assert groups(log_dir, capsys, "--list") == (0, "", "")
 
 
-def test_delete_offsets(log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_delete_offsets(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert groups(log_dir, capsys, "--delete-offsets", "--group", "billing", "--topic", "orders:1,2") == (
         0,
         "Request succeed for deleting offsets with topic orders:1,2 group billing\n"
@@ -372,7 +381,7 @@ def test_delete_offsets(log_dir: Path, capsys: pytest.CaptureFixture[str], monke
         "",
         error("Consumer group 'nope' does not exist."),
     )
-    with_membership(monkeypatch, {"billing": STABLE})
+    join(LogDirectory(log_dir), "billing", C1, C2)
     status, out, err = groups(log_dir, capsys, "--delete-offsets", "--group", "billing", "--topic", "orders")
     assert (status, out) == (1, "") and "actively subscribed to the topic(s) orders" in err
     assert committed(log_dir) == {ORDERS[0]: 4}
