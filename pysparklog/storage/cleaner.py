@@ -32,9 +32,11 @@ starting from the beginning rebuilds the latest state. The rules are Kafka's (``
   so its sequence survives, and for the batch ending at the round's upper bound.
 * **Legacy (magic 0/1) entries** are kept as they are: only a broker older than 0.11 wrote them.
 
-Cleaned segments are written beside the originals as ``<base>.log.cleaned`` (with ``.index.cleaned``
-and ``.timeindex.cleaned``), grouped so each stays within ``segment.bytes`` and the index limits,
-fsynced, given the modification time of the last segment they replace, and swapped in by
+Cleaned segments are written beside the originals as ``<base>.log.cleaned`` (with ``.index.cleaned``,
+``.timeindex.cleaned`` and, when it has entries, ``.txnindex.cleaned``, rewritten as Kafka's cleaner
+does: the group's aborted transactions that still have a batch), grouped so each stays within
+``segment.bytes`` and the index limits, fsynced, given the modification time of the last segment they
+replace, and swapped in by
 ``PartitionLog.replace_segments`` (crash-safe, under the write lock). Appends and reads go on
 meanwhile; one cleaner at a time works on a partition (``pysparklog.cleaner.lock``), and the cleaner
 checkpoint moves only once every group of the round is swapped in.
@@ -72,6 +74,7 @@ from pysparklog.storage.records.memory_records import EntryTable
 from pysparklog.storage.retention import RetentionResult, run_retention
 from pysparklog.storage.segment import Chunk, IndexBuild, LogSegment
 from pysparklog.storage.topics import Progress
+from pysparklog.storage.transaction_index import AbortedTxn, encode_aborted, entries_of
 
 DEDUPE_BUFFER_BYTES = 128 * 1024 * 1024  # Kafka's log.cleaner.dedupe.buffer.size: the offset map's budget
 PRODUCER_ID_EXPIRATION_MS = 24 * 60 * 60 * 1000  # Kafka's producer.id.expiration.ms
@@ -243,8 +246,9 @@ def _cleanable_range(
     if not log_start <= first_dirty <= log_end:
         first_dirty = log_start  # segments were deleted or truncated past it: clean everything again
     dirty = segments[_floor_index(segments, first_dirty) : -1]  # the active segment is never cleaned
-    # The last stable offset is the log end (open transactions are handled record by record).
-    uncleanable = min(log_end, segments[-1].base_offset)
+    # As in Kafka, nothing at or past the last stable offset is cleaned: a record of a transaction
+    # still open must not replace an older value a read_committed reader still sees.
+    uncleanable = min(log_end, log.last_stable_offset, segments[-1].base_offset)
     if config.min_compaction_lag_ms > 0:
         recent = [s.base_offset for s in dirty if s.largest_timestamp > now - config.min_compaction_lag_ms]
         uncleanable = min([uncleanable, *recent])
@@ -624,6 +628,7 @@ class _CleanedSegment:
     def __init__(self, directory: str, base_offset: int, index_interval_bytes: int) -> None:
         names = LogSegment(directory, base_offset)
         self.paths = tuple(p + CLEANED_SUFFIX for p in (names.log_path, names.index_path, names.time_index_path))
+        self.txn_index_path = names.txn_index_path + CLEANED_SUFFIX
         self._build = IndexBuild(base_offset, index_interval_bytes)
         self._file = open(self.paths[0], "wb")  # closed by finish() or discard()
         self.size = 0
@@ -637,18 +642,22 @@ class _CleanedSegment:
         self._file.write(cleaned.data.data)
         self.size += len(cleaned.data)
 
-    def finish(self, last_modified_ms: int) -> None:
-        """Trim-state indexes with the final time-index entry (``onBecomeInactiveSegment``), everything
-        fsynced, and the modification time of the last replaced segment, which time retention reads."""
+    def finish(self, last_modified_ms: int, aborted: list[AbortedTxn]) -> None:
+        """Trim-state indexes with the final time-index entry (``onBecomeInactiveSegment``), the
+        ``.txnindex`` when ``aborted`` has entries, everything fsynced, and the modification time of
+        the last replaced segment, which time retention reads."""
         build = self._build
         build.maybe_append_time_entry()
         self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
-        for path, data in (
+        files = [
             (self.paths[1], OffsetIndex.encode(build.base_offset, build.offsets, build.positions)),
             (self.paths[2], TimeIndex.encode(build.base_offset, build.time_stamps, build.time_offsets)),
-        ):
+        ]
+        if aborted:
+            files.append((self.txn_index_path, encode_aborted(aborted)))
+        for path, data in files:
             with open(path, "wb") as f:
                 f.write(data)
                 f.flush()
@@ -658,7 +667,7 @@ class _CleanedSegment:
 
     def discard(self) -> None:
         self._file.close()
-        for path in self.paths:
+        for path in (*self.paths, self.txn_index_path):
             try:
                 os.remove(path)
             except FileNotFoundError:
@@ -700,6 +709,17 @@ def _group_segments(
             i += 1
         groups.append(group)
     return groups
+
+
+def _kept_aborted_txns(log: PartitionLog, group: list[SegmentInfo], transactions: _Transactions) -> list[AbortedTxn]:
+    """The cleaned segment's ``.txnindex`` entries, as Kafka's ``CleanedTransactionMetadata`` keeps them:
+    those of the group's segments whose transaction still has a batch in the log (an empty one counts);
+    a transaction whose batches are all gone needs no entry, and its marker may go."""
+    kept: list[AbortedTxn] = []
+    for info in group:
+        index = log.segment(info.base_offset).transaction_index()
+        kept += entries_of(index, ~transactions.is_discardable_marker(index.last_offsets))
+    return kept
 
 
 def _file_size(path: str) -> int:
@@ -800,7 +820,7 @@ def _clean_group(
                 cleaned.append(out)
                 records_read += out.records_read
                 records_kept += out.records_kept
-        cleaned.finish(group[-1].last_modified_ms)
+        cleaned.finish(group[-1].last_modified_ms, _kept_aborted_txns(log, group, rnd.transactions))
     except BaseException:
         cleaned.discard()
         raise

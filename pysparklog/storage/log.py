@@ -2,14 +2,14 @@
 by any number of processes at once.
 
 Appends are serialised by an exclusive lock on the partition's ``pysparklog.state`` file, which
-also holds the state of the last acknowledged append (a fixed 98-byte record, below). Readers
+also holds the state of the last acknowledged append (a fixed 106-byte record, below). Readers
 take the lock shared for a moment to read that record and never look past the acknowledged size,
 so a batch being written is never seen half-written.
 
 ``pysparklog.state`` (pysparklog's own file; Kafka ignores it), big-endian::
 
     0  magic                  4 bytes  "PSLG"
-    4  version                int16    0
+    4  version                int16    1
     6  boot id                16 bytes the kernel boot id of the last writer's machine
     22 active segment base    int64
     30 active segment size    int64    acknowledged bytes of its .log
@@ -20,7 +20,19 @@ so a batch being written is never seen half-written.
     70 recovery point         int64    everything below is fsynced
     78 last flush time        int64    milliseconds
     86 segments generation    int64    bumped whenever segments are added, retired or swapped
-    94 crc                    uint32   CRC-32C of bytes [0, 94)
+    94 first unstable offset  int64    the first offset of the earliest open transaction, -1 when none
+    102 crc                   uint32   CRC-32C of bytes [0, 102)
+
+Version 0 (an older pysparklog) ends at the segments generation, its CRC at 94. It is still read;
+its first unstable offset is then unknown, derived from the producer state until the next writer
+records it.
+
+The first unstable offset is there so that readers know the last stable offset (where read_committed
+reads stop) of every process's appends without replaying producer state: the writer derives it from
+the producer state it keeps for idempotence, and only an append holding transactional or control
+batches (or a roll, which snapshots that state) changes it. Aborted transactions go to the
+``.txnindex`` of the segment holding their ABORT marker (``transaction_index``), written after the
+marker and before the state record acknowledges it; recovery rebuilds the file from the log.
 
 A writer that finds bytes past the acknowledged size (a writer died mid-append) validates them as
 Kafka's recovery does and truncates at the first invalid batch. A boot id other than the machine's
@@ -58,6 +70,8 @@ from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
 from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex, max_entries
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.producer_state import (
+    NO_TXN_FIRST_OFFSET,
+    OpenTransactions,
     ProducerEntry,
     ProducerStateTracker,
     apply_entry,
@@ -88,6 +102,13 @@ from pysparklog.storage.segment import (
     filename_prefix,
     parse_segment_name,
 )
+from pysparklog.storage.transaction_index import (
+    READ_UNCOMMITTED,
+    AbortedBatches,
+    AbortedTxn,
+    collect_aborted,
+    is_read_committed,
+)
 
 STATE_FILE = "pysparklog.state"
 PRODUCER_COMPRESSION = "producer"  # compression.type: keep the producer's codec
@@ -103,9 +124,15 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
-_STATE = struct.Struct(">4sh16sqqqqqqqqq")
+# The state record of the module docstring: magic, version, boot id, then int64 fields up to the segments
+# generation (version 0), and the first unstable offset (version 1); a CRC-32C follows either.
+_STATE_V0 = struct.Struct(">4sh16sqqqqqqqqq")
+_STATE = struct.Struct(">4sh16sqqqqqqqqqq")
 _STATE_MAGIC = b"PSLG"
-_STATE_VERSION = 0
+_STATE_VERSION = 1
+_STATE_LAYOUTS = {0: _STATE_V0, _STATE_VERSION: _STATE}
+#: The first unstable offset of a state record that does not hold it (version 0), or of a log without one.
+UNKNOWN_FIRST_UNSTABLE_OFFSET = -2
 _MAX_VIEW_RETRIES = 20
 _TOPIC_PARTITION = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
@@ -151,6 +178,7 @@ class LogState:
     last_flush_ms: int
     segments_generation: int = 0
     boot_id: bytes = BOOT_ID
+    first_unstable_offset: int = NO_TXN_FIRST_OFFSET  # UNKNOWN_FIRST_UNSTABLE_OFFSET from a version 0 record
 
     def encode(self) -> bytes:
         body = _STATE.pack(
@@ -166,23 +194,36 @@ class LogState:
             self.recovery_point,
             self.last_flush_ms,
             self.segments_generation,
+            self.first_unstable_offset,
         )
         return body + struct.pack(">I", _crc32c.crc32c(body))
 
     @classmethod
     def decode(cls, data: bytes) -> LogState | None:
-        """The state, or None when the record is absent, torn or of another version."""
-        if len(data) < _STATE.size + 4:
+        """The state, or None when the record is absent, torn or of an unknown version."""
+        layout = _STATE_LAYOUTS.get(struct.unpack_from(">h", data, 4)[0]) if len(data) >= 6 else None
+        if layout is None or len(data) < layout.size + 4:
             return None
-        body = data[: _STATE.size]
-        if struct.unpack_from(">I", data, _STATE.size)[0] != _crc32c.crc32c(body):
+        body = data[: layout.size]
+        if struct.unpack_from(">I", data, layout.size)[0] != _crc32c.crc32c(body):
             return None
-        magic, version, boot, *values = _STATE.unpack(body)
-        if magic != _STATE_MAGIC or version != _STATE_VERSION:
+        magic, version, boot, *values = layout.unpack(body)
+        if magic != _STATE_MAGIC:
             return None
-        (active_base, active_size, end, max_ts, offset_of_max_ts, log_start, recovery_point, flushed, generation) = (
-            values
-        )
+        if version == 0:
+            values.append(UNKNOWN_FIRST_UNSTABLE_OFFSET)
+        (
+            active_base,
+            active_size,
+            end,
+            max_ts,
+            offset_of_max_ts,
+            log_start,
+            recovery_point,
+            flushed,
+            generation,
+            first_unstable,
+        ) = values
         return cls(
             active_base,
             active_size,
@@ -194,6 +235,7 @@ class LogState:
             flushed,
             generation,
             boot,
+            first_unstable,
         )
 
 
@@ -240,12 +282,17 @@ class SegmentInfo:
 
 @dataclass(frozen=True, slots=True)
 class LogView:
-    """A consistent view for readers: the segments and how far each may be read."""
+    """A consistent view for readers: the segments and how far each may be read.
+
+    ``first_unstable_offset`` is the first offset of the earliest open transaction (-1 when none is
+    open, ``UNKNOWN_FIRST_UNSTABLE_OFFSET`` when no state record holds it: a broker's log).
+    """
 
     segment_bases: tuple[int, ...]
     active_size: int
     log_start_offset: int
     log_end_offset: int
+    first_unstable_offset: int
 
     def end_of(self, base: int, segment: LogSegment) -> int:
         return self.active_size if base == self.segment_bases[-1] else segment.size()
@@ -267,6 +314,7 @@ class _ActiveSegment:
     # Index entries of batches not yet written, written right after their batches.
     pending_index: list[tuple[int, int]] = field(default_factory=list)
     pending_time_index: list[tuple[int, int]] = field(default_factory=list)
+    pending_txn_index: list[AbortedTxn] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -277,18 +325,26 @@ class _ProducerCache:
     active_base: int
     active_size: int
     log_end_offset: int
+    open_txns: OpenTransactions
 
 
 @dataclass(slots=True)
 class _ProducerCheck:
     """An idempotent append checked against the producers' state: which batches are new, where each
-    batch is (or already was) in the log, and the producers' state once the new ones are appended."""
+    batch is (or already was) in the log, and the producers' state once the new ones are appended.
+
+    ``aborted`` holds the ``.txnindex`` entries of the transactions the append aborts, in log order,
+    and ``open_txns`` the open transactions after it; None when it has no transactional or control
+    batch, which leaves them as they were.
+    """
 
     keep: np.ndarray
     first_offsets: np.ndarray
     last_offsets: np.ndarray
     max_timestamps: np.ndarray
     updated: dict[int, ProducerEntry]
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    open_txns: OpenTransactions | None = None
 
 
 class PartitionLog:
@@ -319,6 +375,8 @@ class PartitionLog:
         self._active: _ActiveSegment | None = None
         self._producers = ProducerStateTracker(self.directory)
         self._producer_cache: _ProducerCache | None = None
+        # The first unstable offset derived for a view whose state record does not hold it.
+        self._derived_unstable: tuple[tuple[tuple[int, ...], int, int], int] | None = None
         self._write_mutex = threading.Lock()
 
     def __repr__(self) -> str:
@@ -369,30 +427,40 @@ class PartitionLog:
 
     def view(self) -> LogView:
         """The acknowledged extent of the log, read consistently with concurrent writers."""
+        self._finish_swap()
+        with self._lock.shared() as fd:
+            return self._locked_view(fd)
+
+    def _finish_swap(self) -> None:
+        """Finish a segment swap that a process died in (its marker is there) before reading."""
         if os.path.exists(os.path.join(self.directory, SWAP_MARKER)):
             with self._write_mutex, self._lock.exclusive() as fd:
                 self._complete_pending_swap(fd)
-        with self._lock.shared() as fd:
-            state = self._read_state(fd) if fd is not None else None
-            if state is not None:
-                cached = self._bases and self._listed_generation == state.segments_generation
-                bases = self._bases if cached else self._list_segments()
-                self._listed_generation = state.segments_generation
-                if bases and bases[-1] == state.active_base:
-                    log_start = max(state.log_start_offset, bases[0])
-                    return LogView(tuple(bases), state.active_size, log_start, state.log_end_offset)
-            # Written by a broker or never appended to by pysparklog: derive the view from the files.
-            return self._view_from_files()
+
+    def _locked_view(self, fd: int | None) -> LogView:
+        """``view()`` for a caller holding the state record's lock shared (``fd``: its file, None without one)."""
+        state = self._read_state(fd) if fd is not None else None
+        if state is not None:
+            cached = self._bases and self._listed_generation == state.segments_generation
+            bases = self._bases if cached else self._list_segments()
+            self._listed_generation = state.segments_generation
+            if bases and bases[-1] == state.active_base:
+                log_start = max(state.log_start_offset, bases[0])
+                return LogView(
+                    tuple(bases), state.active_size, log_start, state.log_end_offset, state.first_unstable_offset
+                )
+        # Written by a broker or never appended to by pysparklog: derive the view from the files.
+        return self._view_from_files()
 
     def _view_from_files(self) -> LogView:
         bases = self._list_segments()
         if not bases:
-            return LogView((), 0, 0, 0)
+            return LogView((), 0, 0, 0, NO_TXN_FIRST_OFFSET)
         last = self.segment(bases[-1])
         size = last.size()
         end_offset = self._end_offset_of(last, size)
         start = self._checkpointed_log_start(bases[0])
-        return LogView(tuple(bases), size, start, end_offset)
+        return LogView(tuple(bases), size, start, end_offset, UNKNOWN_FIRST_UNSTABLE_OFFSET)
 
     def _end_offset_of(self, segment: LogSegment, size: int) -> int:
         """One past the last complete entry's last offset; the base when the segment has none."""
@@ -419,6 +487,56 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         return self.view().log_end_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's last stable offset, where read_committed reads stop: the first offset of the earliest
+        transaction still open (never below the log start offset), else the log end offset (the high
+        watermark here). Every process's appends count; it costs what ``view()`` costs."""
+        return self._last_stable(self.view())
+
+    def _last_stable(self, view: LogView) -> int:
+        unstable = view.first_unstable_offset
+        if unstable == UNKNOWN_FIRST_UNSTABLE_OFFSET:
+            unstable = self._derived_first_unstable(view)
+        if unstable < 0:
+            return view.log_end_offset
+        return min(max(unstable, view.log_start_offset), view.log_end_offset)
+
+    def _derived_first_unstable(self, view: LogView) -> int:
+        """The first unstable offset of a view whose state record does not hold it (a broker's log, or
+        an older pysparklog's): from the last producer snapshot and a replay, once per extent of the log."""
+        key = (view.segment_bases, view.active_size, view.log_end_offset)
+        if self._derived_unstable is None or self._derived_unstable[0] != key:
+            bases = list(view.segment_bases)
+            producers = self._producers.load(bases, bases[-1], view.active_size, view.log_end_offset) if bases else {}
+            self._derived_unstable = (key, OpenTransactions.of(producers).first_unstable_offset())
+        return self._derived_unstable[1]
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [``start_offset``, ``end_offset``), what a broker
+        returns with a read_committed fetch of that range, for readers that skip aborted records
+        themselves (``read_arrow`` with ``isolation_level="read_committed"`` does)."""
+        self._finish_swap()
+        with self._lock.shared() as fd:
+            view = self._locked_view(fd)
+            return self._aborted_in(view, start_offset, min(end_offset, view.log_end_offset))
+
+    def _aborted_in(self, view: LogView, start: int, upper: int) -> list[AbortedTxn]:
+        """Kafka's ``collectAbortedTransactions`` over the ``.txnindex`` files of ``view``, from the
+        segment holding ``start`` on until an entry proves later ones cannot overlap.
+
+        A transaction's entry sits in the segment of its marker, which may come after the range. The
+        caller holds the state record's lock shared, so no segment of the view is retired or swapped
+        while its file is read.
+        """
+        found: list[AbortedTxn] = []
+        if upper <= start or not view.segment_bases:
+            return found
+        for base in view.segment_bases[self._segment_for(view, start) :]:
+            if collect_aborted(self.segment(base).transaction_index(), start, upper, view.log_end_offset, found):
+                break
+        return found
+
     def segments(self) -> list[LogSegment]:
         return [self.segment(b) for b in self.view().segment_bases]
 
@@ -440,6 +558,7 @@ class PartitionLog:
         *,
         include_headers: bool = False,
         max_chunk_bytes: int = 8 * 1024 * 1024,
+        isolation_level: str = READ_UNCOMMITTED,
     ) -> Iterator[pa.RecordBatch]:
         """Records from ``start_offset`` (default: the log start) up to ``end_offset`` (exclusive;
         default: the log end when the read starts), as Arrow batches with Spark's Kafka columns.
@@ -447,20 +566,36 @@ class PartitionLog:
         Memory stays bounded by ``max_chunk_bytes`` of file data per batch (plus one record batch
         larger than that, when there is one). Control records are skipped, as a consumer does.
 
+        ``isolation_level`` is Kafka's consumer setting. ``"read_committed"`` reads what such a
+        consumer gets: up to the last stable offset at most, without the records of aborted
+        transactions (the batches the aborted transactions overlapping the range cover, found from
+        the ``.txnindex`` files as a broker's fetch finds them, are dropped before decoding).
+
         Raises:
             OffsetOutOfRangeError: ``start_offset`` is below the log start or above the log end.
             CorruptRecordError: A checksum or record is invalid; the error names file and position.
+            InvalidConfigError: ``isolation_level`` is neither ``"read_uncommitted"`` nor ``"read_committed"``.
         """
-        view = self.view()
-        start = view.log_start_offset if start_offset is None else start_offset
-        self._check_range(view, start)
-        end = view.log_end_offset if end_offset is None else min(end_offset, view.log_end_offset)
-        if end_offset is not None and end_offset < start:
-            raise InvalidOffsetError(f"end offset {end_offset} is below start offset {start}")
+        committed = is_read_committed(isolation_level)
+        self._finish_swap()
+        with self._lock.shared() as fd:
+            view = self._locked_view(fd)
+            start = view.log_start_offset if start_offset is None else start_offset
+            self._check_range(view, start)
+            end = view.log_end_offset if end_offset is None else min(end_offset, view.log_end_offset)
+            if end_offset is not None and end_offset < start:
+                raise InvalidOffsetError(f"end offset {end_offset} is below start offset {start}")
+            aborted = None
+            if committed:
+                end = min(end, self._last_stable(view))
+                txns = self._aborted_in(view, start, end)
+                aborted = AbortedBatches(txns) if txns else None
         position = start
+        if position >= end:
+            return
         for _attempt in range(_MAX_VIEW_RETRIES):
             try:
-                for batch in self._read_view(view, position, end, include_headers, max_chunk_bytes):
+                for batch in self._read_view(view, position, end, include_headers, max_chunk_bytes, aborted):
                     position = int(batch.column("offset")[-1].as_py()) + 1
                     yield batch
                 return
@@ -476,7 +611,13 @@ class PartitionLog:
         raise CorruptRecordError(f"the segments of {self.directory} keep disappearing under the reader")
 
     def _read_view(
-        self, view: LogView, start: int, end: int, include_headers: bool, max_chunk_bytes: int
+        self,
+        view: LogView,
+        start: int,
+        end: int,
+        include_headers: bool,
+        max_chunk_bytes: int,
+        aborted: AbortedBatches | None,
     ) -> Iterator[pa.RecordBatch]:
         first = self._segment_for(view, start)
         for base in view.segment_bases[first:]:
@@ -489,7 +630,10 @@ class PartitionLog:
                 continue
             for chunk in segment.chunks(found[0], seg_end, max_bytes=max_chunk_bytes):
                 entries = chunk.entries
-                data = entries.select(~entries.is_control)
+                keep = ~entries.is_control
+                if aborted is not None:
+                    keep &= ~aborted.mask(entries)
+                data = entries.select(keep)
                 for batch in decode_entries(
                     chunk.buf,
                     data,
@@ -606,11 +750,12 @@ class PartitionLog:
             self._check_timestamps(buf, entries)
             if self._needs_recompression(entries):
                 buf, entries = self._recompress(buf, entries)
-            info = self._append_locked(fd, active, buf, entries) if len(entries) else None
             if check is None:
-                assert info is not None
-                return info
-            self._remember_producers(check.updated)
+                return self._append_locked(fd, active, buf, entries)
+            info = (
+                self._append_locked(fd, active, buf, entries, check.aborted, check.open_txns) if len(entries) else None
+            )
+            self._remember_producers(check)
             repeated = check.max_timestamps[~check.keep]
             return AppendInfo(
                 int(check.first_offsets[0]),
@@ -622,7 +767,7 @@ class PartitionLog:
 
     # -- idempotent producers -----------------------------------------------------------------
 
-    def _producer_state(self, active: _ActiveSegment) -> dict[int, ProducerEntry]:
+    def _producer_state(self, active: _ActiveSegment) -> _ProducerCache:
         """The producers as of the acknowledged log end: the cached state, brought forward over what
         other processes appended since, or rebuilt from the last snapshot when the log moved under it
         (a roll, a truncation). Runs under the write lock."""
@@ -641,24 +786,31 @@ class PartitionLog:
                 state.active_size,
                 cache.log_end_offset,
                 state.log_end_offset,
+                cache.open_txns,
             )
         else:
             producers = self._producers.load(
                 self._list_segments(), state.active_base, state.active_size, state.log_end_offset
             )
-            cache = self._producer_cache = _ProducerCache(producers, 0, 0, 0)
+            cache = self._producer_cache = _ProducerCache(producers, 0, 0, 0, OpenTransactions.of(producers))
         cache.active_base, cache.active_size, cache.log_end_offset = (
             state.active_base,
             state.active_size,
             state.log_end_offset,
         )
-        return cache.producers
+        return cache
 
     def _check_producers(self, active: _ActiveSegment, buf: np.ndarray, entries: EntryTable) -> _ProducerCheck:
-        """Kafka's producer-state validation of an append: drop duplicates, refuse gaps and fenced epochs."""
-        producers = self._producer_state(active)
+        """Kafka's producer-state validation of an append: drop duplicates, refuse gaps and fenced epochs.
+
+        Transactional and control batches also move the producers' open transactions, and an ABORT
+        marker closing a transaction yields its ``.txnindex`` entry, as Kafka's append derives them
+        (the last stable offset as of each marker, as Kafka's recovery does batch by batch).
+        """
+        cache = self._producer_state(active)
+        producers = cache.producers
         if _is_one_producer_run(entries):
-            check = _check_run(producers, active.state.log_end_offset, entries)
+            check = _check_run(producers, cache.open_txns, active.state.log_end_offset, entries)
             if check is not None:
                 return check
         updated: dict[int, ProducerEntry] = {}
@@ -668,6 +820,9 @@ class PartitionLog:
         last_offsets = np.empty(n, dtype=np.int64)
         max_timestamps = entries.max_timestamps.copy()
         next_offset = active.state.log_end_offset
+        followed = entries.is_transactional | entries.is_control
+        open_txns: OpenTransactions | None = None
+        aborted: list[AbortedTxn] = []
         for i, row in enumerate(entries.rows):
             pid, epoch, delta = int(row[k.E_PRODUCER_ID]), int(row[k.E_PRODUCER_EPOCH]), int(row[k.E_LAST_OFFSET_DELTA])
             first_sequence = int(row[k.E_BASE_SEQUENCE])
@@ -686,14 +841,22 @@ class PartitionLog:
             if pid >= 0:
                 if pid not in updated and pid in producers:
                     updated[pid] = producers[pid].copy()
-                apply_entry(updated, buf, entries, i, int(last_offsets[i]))
-        return _ProducerCheck(keep, first_offsets, last_offsets, max_timestamps, updated)
+                completed = apply_entry(updated, buf, entries, i, int(last_offsets[i]))
+                if followed[i]:
+                    if open_txns is None:
+                        open_txns = cache.open_txns.copy()
+                    txn = open_txns.follow(updated[pid], completed)
+                    if txn is not None:
+                        aborted.append(txn)
+        return _ProducerCheck(keep, first_offsets, last_offsets, max_timestamps, updated, aborted, open_txns)
 
-    def _remember_producers(self, updated: dict[int, ProducerEntry]) -> None:
+    def _remember_producers(self, check: _ProducerCheck) -> None:
         """Fold an append's producer updates into the cache, now at the log end the append left."""
         cache, active = self._producer_cache, self._active
         assert cache is not None and active is not None
-        cache.producers.update(updated)
+        cache.producers.update(check.updated)
+        if check.open_txns is not None:
+            cache.open_txns = check.open_txns
         cache.active_base, cache.active_size, cache.log_end_offset = (
             active.state.active_base,
             active.state.active_size,
@@ -758,7 +921,21 @@ class PartitionLog:
         rebuilt = np.frombuffer(bytearray(b"".join(pieces)), dtype=np.uint8)
         return rebuilt, scan(rebuilt)
 
-    def _append_locked(self, fd: int, active: _ActiveSegment, buf: np.ndarray, entries: EntryTable) -> AppendInfo:
+    def _append_locked(
+        self,
+        fd: int,
+        active: _ActiveSegment,
+        buf: np.ndarray,
+        entries: EntryTable,
+        aborted: Sequence[AbortedTxn] = (),
+        open_txns: OpenTransactions | None = None,
+    ) -> AppendInfo:
+        """Write the batches (assigning offsets, rolling as Kafka rolls) and acknowledge them.
+
+        ``aborted`` are the ``.txnindex`` entries of the ABORT markers among the batches, each written
+        to the segment its marker lands in; ``open_txns`` the open transactions once the batches are
+        in, when the batches change them (they give the first unstable offset the state records).
+        """
         now = int(time.time() * 1000)
         log_append = self._config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         view = buf.data
@@ -769,6 +946,7 @@ class PartitionLog:
         rows = entries.rows[:, [k.E_POSITION, k.E_SIZE, k.E_LAST_OFFSET_DELTA, k.E_MAX_TIMESTAMP, k.E_ATTRIBUTES]]
         pending_start = None
         pending_end = 0
+        queued = 0  # of ``aborted``, the entries handed to their segment
         for pos, size, last_delta, batch_max_ts, attributes in rows.tolist():
             if log_append:
                 struct.pack_into(">h", view, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
@@ -778,6 +956,8 @@ class PartitionLog:
                 batch_max_ts = now
             last_offset = next_offset + last_delta
             if self._should_roll(active, size, batch_max_ts, last_offset, now):
+                if aborted:
+                    queued = _queue_aborted(active, aborted, queued, next_offset)
                 if pending_start is not None:
                     self._write_pending(active, view[pending_start:pending_end])
                     pending_start = None
@@ -791,8 +971,12 @@ class PartitionLog:
             records += last_delta + 1
             max_ts = max(max_ts, batch_max_ts)
             next_offset = last_offset + 1
+        if aborted:
+            _queue_aborted(active, aborted, queued, next_offset)
         if pending_start is not None:
             self._write_pending(active, view[pending_start:pending_end])
+        if open_txns is not None:
+            active.state = replace(active.state, first_unstable_offset=open_txns.first_unstable_offset())
         self._maybe_flush(fd, active, now)
         self._write_state(fd, active.state)
         self._active = active
@@ -882,20 +1066,24 @@ class PartitionLog:
             with open(seg.time_index_path, "ab") as f:
                 f.write(TimeIndex.encode(seg.base_offset, list(stamps), list(offsets)))
             active.pending_time_index.clear()
+        if active.pending_txn_index:
+            seg.append_txn_index(active.pending_txn_index)
+            active.pending_txn_index.clear()
 
     def _roll(self, fd: int, active: _ActiveSegment, new_base: int, now: int) -> _ActiveSegment:
         """Close the active segment as Kafka's ``LocalLog.roll`` does and start one at ``new_base``."""
         old = active.segment
         self._maybe_append_time_index(active, active.state.max_timestamp, active.state.offset_of_max_timestamp)
         self._write_pending_indexes(active)
-        for path in (old.log_path, old.index_path, old.time_index_path):
-            _fsync(path)
+        _fsync_segment(old)
         new_base = max(new_base, active.state.log_end_offset)
         bases = self._list_segments()  # other processes may have retired or compacted segments
-        self._producers.take_snapshot(bases, active.state.active_base, active.state.active_size, new_base)
+        producers = self._producers.take_snapshot(bases, active.state.active_base, active.state.active_size, new_base)
         segment = self._create_segment(new_base)
         state = replace(
             active.state,
+            # Exact at the roll point even in the middle of an append (from the snapshot's state).
+            first_unstable_offset=OpenTransactions.of(producers).first_unstable_offset(),
             active_base=new_base,
             active_size=0,
             max_timestamp=-1,
@@ -929,9 +1117,7 @@ class PartitionLog:
             self._write_checkpoints(active.state)
 
     def _flush_active(self, active: _ActiveSegment, now: int) -> None:
-        seg = active.segment
-        for path in (seg.log_path, seg.index_path, seg.time_index_path):
-            _fsync(path)
+        _fsync_segment(active.segment)
         active.state = replace(active.state, recovery_point=active.state.log_end_offset, last_flush_ms=now)
 
     def flush(self) -> None:
@@ -974,6 +1160,11 @@ class PartitionLog:
                 active = self._recover(fd, state.recovery_point)
         else:
             active = self._recover(fd, None if state is None else state.recovery_point)
+        if active.state.first_unstable_offset == UNKNOWN_FIRST_UNSTABLE_OFFSET:
+            # A version 0 record: derive the first unstable offset once and record it.
+            unstable = self._producer_state(active).open_txns.first_unstable_offset()
+            active.state = replace(active.state, first_unstable_offset=unstable)
+            self._write_state(fd, active.state)
         self._active = active
         return active
 
@@ -1006,7 +1197,10 @@ class PartitionLog:
 
         Every segment from the one holding the recovery point to the last is revalidated: indexes
         are rebuilt, the first invalid batch and everything after it is truncated, and later
-        segments are deleted when one is truncated.
+        segments are deleted when one is truncated. The producer state is replayed through them
+        from the segment's base (``LogSegment.recover``), which rebuilds each one's ``.txnindex``
+        and gives the first unstable offset; producer snapshots past the new log end are removed
+        (``ProducerStateManager.truncateAndReload``).
         """
         os.makedirs(self.directory, exist_ok=True)
         previous = self._read_state(fd)
@@ -1024,12 +1218,15 @@ class PartitionLog:
             first = min([first, *broken])
         end_offset = bases[first]
         build = None
+        producers = self._producers.load(bases, bases[-1], 0, bases[first])
+        open_txns = OpenTransactions.of(producers)
         for i in range(first, len(bases)):
             segment = self.segment(bases[i])
             size = segment.size()
             build, valid = segment.rebuild_indexes(size, self._config.index_interval_bytes)
             build.maybe_append_time_entry()
             segment.write_indexes(build)
+            segment.write_txn_index(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns))
             if build.offsets or valid:
                 end_offset = self._end_offset_of(segment, valid)
             else:
@@ -1056,9 +1253,14 @@ class PartitionLog:
             min(recovery_point, end_offset),
             now,
             previous.segments_generation + 1 if previous is not None else 1,
+            first_unstable_offset=open_txns.first_unstable_offset(),
         )
+        for offset in self._producers.snapshot_offsets():
+            if offset > state.log_end_offset:
+                os.remove(self._producers.snapshot_path(offset))
         self._ensure_partition_files(bases[0])
         self._write_state(fd, state)
+        self._producer_cache = _ProducerCache(producers, state.active_base, size, state.log_end_offset, open_txns)
         return self._load_active(state)
 
     def _checkpointed_recovery_point(self) -> int:
@@ -1085,7 +1287,7 @@ class PartitionLog:
                     os.remove(path)
 
     def _delete_segment_files(self, segment: LogSegment) -> None:
-        for path in (segment.log_path, segment.index_path, segment.time_index_path):
+        for path in (segment.log_path, segment.index_path, segment.time_index_path, segment.txn_index_path):
             try:
                 os.remove(path)
             except FileNotFoundError:
@@ -1305,7 +1507,9 @@ def _is_one_producer_run(entries: EntryTable) -> bool:
     return bool((sequences[1:] == following).all())
 
 
-def _check_run(producers: dict[int, ProducerEntry], log_end: int, entries: EntryTable) -> _ProducerCheck | None:
+def _check_run(
+    producers: dict[int, ProducerEntry], open_txns: OpenTransactions, log_end: int, entries: EntryTable
+) -> _ProducerCheck | None:
     """``_check_producers`` for one producer's run of batches: all new, or all a retry of what it appended;
     None when only some are (the batch-by-batch check sorts those out)."""
     row = entries.rows[0]
@@ -1325,6 +1529,7 @@ def _check_run(producers: dict[int, ProducerEntry], log_end: int, entries: Entry
     check_sequence(entry, pid, epoch, first_sequence)
     updated = {pid: entry.copy()} if entry is not None else {}
     max_timestamps = entries.max_timestamps.copy()
+    transactional = bool(entries.is_transactional[0])
     apply_run(
         updated,
         pid,
@@ -1333,12 +1538,25 @@ def _check_run(producers: dict[int, ProducerEntry], log_end: int, entries: Entry
         log_end,
         log_end + total - 1,
         int(max_timestamps.max()),
-        transactional=bool(entries.is_transactional[0]),
+        transactional=transactional,
     )
+    following = None
+    if transactional:  # the run may open the producer's transaction
+        following = open_txns.copy()
+        following.follow(updated[pid], None)
     first_offsets = log_end + starts
     return _ProducerCheck(
-        np.ones(len(entries), bool), first_offsets, first_offsets + sizes - 1, max_timestamps, updated
+        np.ones(len(entries), bool), first_offsets, first_offsets + sizes - 1, max_timestamps, updated, [], following
     )
+
+
+def _queue_aborted(active: _ActiveSegment, aborted: Sequence[AbortedTxn], queued: int, below: int) -> int:
+    """Hand the entries of ``aborted`` from ``queued`` on whose markers lie below ``below`` to the
+    active segment's pending ``.txnindex`` entries; returns how many are handed over in all."""
+    while queued < len(aborted) and aborted[queued].last_offset < below:
+        active.pending_txn_index.append(aborted[queued])
+        queued += 1
+    return queued
 
 
 def _fsync(path: str) -> None:
@@ -1347,3 +1565,13 @@ def _fsync(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_segment(segment: LogSegment) -> None:
+    """fsync a segment's files, its ``.txnindex`` too when it has one (``LogSegment.flush``)."""
+    for path in (segment.log_path, segment.index_path, segment.time_index_path):
+        _fsync(path)
+    try:
+        _fsync(segment.txn_index_path)
+    except FileNotFoundError:
+        pass

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import crc32c as _crc32c
@@ -40,6 +41,7 @@ from pysparklog.storage.records.default_records import (
 )
 from pysparklog.storage.records.memory_records import EntryTable
 from pysparklog.storage.segment import Chunk, LogSegment, filename_prefix, parse_segment_name
+from pysparklog.storage.transaction_index import AbortedTxn
 
 SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -280,6 +282,17 @@ def apply_run(
         entry.record(first_sequence, last_offset, last_offset - first_offset, max_timestamp)
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction an end marker closed (Kafka's ``CompletedTxn``): its first offset, the marker's
+    offset, and whether the marker aborted it."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
 def apply_batch(
     producers: dict[int, ProducerEntry],
     row: np.ndarray,
@@ -287,7 +300,8 @@ def apply_batch(
     *,
     transactional: bool,
     end_marker_coordinator_epoch: int | None = None,
-) -> None:
+    end_marker_type: ControlRecordType | None = None,
+) -> CompletedTxn | None:
     """Record one appended producer batch (an ``EntryTable`` row) in ``producers``.
 
     Args:
@@ -297,13 +311,21 @@ def apply_batch(
         transactional: Whether the batch is transactional.
         end_marker_coordinator_epoch: For a control batch, the coordinator epoch of its end-transaction
             marker (None for a data batch).
+        end_marker_type: For a control batch holding an end-transaction marker, COMMIT or ABORT.
+
+    Returns:
+        The transaction the batch completed: an end marker closing a transaction that has data (Kafka
+        emits none for a marker without one, which changes no last stable offset); else None.
     """
     pid, epoch = int(row[k.E_PRODUCER_ID]), int(row[k.E_PRODUCER_EPOCH])
     if end_marker_coordinator_epoch is not None:
         entry = _entry_at_epoch(producers, pid, epoch)
+        first_offset = entry.current_txn_first_offset
         entry.coordinator_epoch = end_marker_coordinator_epoch
         entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
-        return
+        if end_marker_type is None or first_offset < 0:
+            return None
+        return CompletedTxn(pid, first_offset, last_offset, end_marker_type == ControlRecordType.ABORT)
     delta = int(row[k.E_LAST_OFFSET_DELTA])
     apply_run(
         producers,
@@ -315,6 +337,53 @@ def apply_batch(
         int(row[k.E_MAX_TIMESTAMP]),
         transactional=transactional,
     )
+    return None
+
+
+class OpenTransactions:
+    """The producers' open transactions (Kafka's ``ongoingTxns``): what the first unstable offset and
+    the last stable offset an abort records are derived from.
+
+    Args:
+        first_offsets: The first offset of each open transaction, by producer id.
+    """
+
+    def __init__(self, first_offsets: dict[int, int]) -> None:
+        self._first_offsets = first_offsets
+
+    @classmethod
+    def of(cls, producers: Mapping[int, ProducerEntry]) -> OpenTransactions:
+        return cls({pid: e.current_txn_first_offset for pid, e in producers.items() if e.current_txn_first_offset >= 0})
+
+    def copy(self) -> OpenTransactions:
+        return OpenTransactions(dict(self._first_offsets))
+
+    def first_unstable_offset(self) -> int:
+        """The first offset of the earliest open transaction; ``NO_TXN_FIRST_OFFSET`` when none is open."""
+        return min(self._first_offsets.values(), default=NO_TXN_FIRST_OFFSET)
+
+    def follow(self, entry: ProducerEntry, completed: CompletedTxn | None) -> AbortedTxn | None:
+        """Take in a transactional or control batch just applied to ``entry``.
+
+        Returns:
+            The ``.txnindex`` entry when the batch aborted a transaction, with the last stable offset
+            Kafka records (``ProducerStateManager.lastStableOffset``): the first offset of the earliest
+            transaction of another producer still open, else the offset after the marker.
+        """
+        if entry.current_txn_first_offset >= 0:
+            self._first_offsets[entry.producer_id] = entry.current_txn_first_offset
+        else:
+            self._first_offsets.pop(entry.producer_id, None)
+        if completed is None or not completed.aborted:
+            return None
+        others = (first for pid, first in self._first_offsets.items() if pid != completed.producer_id)
+        stable = min(others, default=completed.last_offset + 1)
+        return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, stable)
+
+
+def snapshot_entries(producers: Mapping[int, ProducerEntry]) -> list[ProducerSnapshotEntry]:
+    """The producers as a snapshot holds them, by producer id."""
+    return [producers[pid].to_snapshot() for pid in sorted(producers)]
 
 
 class ProducerStateTracker:
@@ -360,49 +429,85 @@ class ProducerStateTracker:
         self, bases: list[int], active_base: int, active_size: int, offset: int
     ) -> list[ProducerSnapshotEntry]:
         """Producer entries as of ``offset`` (exclusive), as a snapshot holds them, by producer id."""
-        producers = self.load(bases, active_base, active_size, offset)
-        return [producers[pid].to_snapshot() for pid in sorted(producers)]
+        return snapshot_entries(self.load(bases, active_base, active_size, offset))
 
-    def take_snapshot(self, bases: list[int], active_base: int, active_size: int, offset: int) -> None:
-        """Write ``<offset>.snapshot`` as Kafka does when a segment rolls."""
-        entries = self.state_at(bases, active_base, active_size, offset)
-        write_atomically(self.snapshot_path(offset), encode_snapshot(entries))
+    def take_snapshot(
+        self, bases: list[int], active_base: int, active_size: int, offset: int
+    ) -> dict[int, ProducerEntry]:
+        """Write ``<offset>.snapshot`` as Kafka does when a segment rolls; returns the state it holds."""
+        producers = self.load(bases, active_base, active_size, offset)
+        write_atomically(self.snapshot_path(offset), encode_snapshot(snapshot_entries(producers)))
+        return producers
 
 
 def replay_segment(
-    producers: dict[int, ProducerEntry], segment: LogSegment, position: int, end: int, start: int, stop: int
-) -> None:
+    producers: dict[int, ProducerEntry],
+    segment: LogSegment,
+    position: int,
+    end: int,
+    start: int,
+    stop: int,
+    open_txns: OpenTransactions | None = None,
+) -> list[AbortedTxn]:
     """Apply the producer batches of ``segment`` between byte ``position`` and ``end`` whose last offset
-    lies in [start, stop)."""
+    lies in [start, stop).
+
+    Args:
+        open_txns: Kept up to date with the transactions the batches open and close, when given.
+
+    Returns:
+        With ``open_txns``, the ``.txnindex`` entries of the transactions the batches aborted, in log
+        order, as Kafka's recovery (``LogSegment.recover``) derives them batch by batch; else nothing.
+    """
+    aborted: list[AbortedTxn] = []
     for chunk in segment.chunks(position, end, verify_crc=False):
-        _replay(producers, chunk, start, stop)
+        _replay(producers, chunk, start, stop, open_txns, aborted)
+    return aborted
 
 
-def _replay(producers: dict[int, ProducerEntry], chunk: Chunk, start: int, end: int) -> None:
+def _replay(
+    producers: dict[int, ProducerEntry],
+    chunk: Chunk,
+    start: int,
+    end: int,
+    open_txns: OpenTransactions | None,
+    aborted: list[AbortedTxn],
+) -> None:
     """Apply the producer batches of ``chunk`` whose last offset lies in [start, end)."""
     e = chunk.entries
     last_offsets = e.last_offsets
-    mask = (e.magics >= MAGIC_V2) & (e.column(k.E_PRODUCER_ID) >= 0) & (last_offsets >= start) & (last_offsets < end)
+    producer_ids = e.column(k.E_PRODUCER_ID)
+    mask = (e.magics >= MAGIC_V2) & (producer_ids >= 0) & (last_offsets >= start) & (last_offsets < end)
+    followed = e.is_transactional | e.is_control
     for i in np.flatnonzero(mask).tolist():
-        apply_entry(producers, chunk.buf, e, i, int(last_offsets[i]))
+        completed = apply_entry(producers, chunk.buf, e, i, int(last_offsets[i]))
+        if open_txns is not None and followed[i]:
+            entry = open_txns.follow(producers[int(producer_ids[i])], completed)
+            if entry is not None:
+                aborted.append(entry)
 
 
 def apply_entry(
     producers: dict[int, ProducerEntry], buf: np.ndarray, entries: EntryTable, i: int, last_offset: int
-) -> None:
+) -> CompletedTxn | None:
     """``apply_batch`` for batch ``i`` of ``entries`` (in ``buf``), reading a control batch's marker."""
     marker_epoch = None
+    marker_type = None
     if entries.is_control[i]:
         # An end-transaction marker closes the producer's transaction and carries the coordinator epoch.
         marker = next(decode_entries(buf, entries.select(slice(i, i + 1)), topic="", partition=0), None)
         previous = producers.get(int(entries.rows[i][k.E_PRODUCER_ID]))
         marker_epoch = previous.coordinator_epoch if previous else -1
-        if marker is not None and control_record_type(marker.column("key")[0].as_py()) in _END_MARKERS:
-            marker_epoch = parse_end_txn_marker_value(marker.column("value")[0].as_py())
-    apply_batch(
+        if marker is not None:
+            control_type = control_record_type(marker.column("key")[0].as_py())
+            if control_type in _END_MARKERS:
+                marker_epoch = parse_end_txn_marker_value(marker.column("value")[0].as_py())
+                marker_type = control_type
+    return apply_batch(
         producers,
         entries.rows[i],
         last_offset,
         transactional=bool(entries.is_transactional[i]),
         end_marker_coordinator_epoch=marker_epoch,
+        end_marker_type=marker_type,
     )

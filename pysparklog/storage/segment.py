@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and, once a transaction is
+aborted in it, ``.txnindex``.
 
 A segment object holds no open files and reads its indexes on demand, so opening a partition with
 thousands of segments costs one directory listing. Positions past ``end`` (the acknowledged size
@@ -13,11 +14,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex
+from pysparklog.errors import CorruptRecordError
+from pysparklog.storage.index import (
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    TXN_INDEX_ENTRY_SIZE,
+    OffsetIndex,
+    TimeIndex,
+    TransactionIndex,
+)
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.default_records import LOG_OVERHEAD
 from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, scan
+from pysparklog.storage.transaction_index import AbortedTxn, encode_aborted
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -97,8 +107,10 @@ class LogSegment:
         self.log_path = prefix + LOG_SUFFIX
         self.index_path = prefix + INDEX_SUFFIX
         self.time_index_path = prefix + TIME_INDEX_SUFFIX
+        self.txn_index_path = prefix + TXN_INDEX_SUFFIX
         self._index_cache: tuple[tuple[int, int], OffsetIndex] | None = None
         self._time_index_cache: tuple[tuple[int, int], TimeIndex] | None = None
+        self._txn_index_cache: tuple[tuple[int, int], TransactionIndex] | None = None
         self._index_check: tuple[OffsetIndex, int, bool] | None = None  # (index, end, consistent)
 
     def __repr__(self) -> str:
@@ -128,6 +140,18 @@ class LogSegment:
         if self._time_index_cache is None or self._time_index_cache[0] != stamp:
             self._time_index_cache = (stamp, TimeIndex.load(self.time_index_path, self.base_offset))
         return self._time_index_cache[1]
+
+    def transaction_index(self) -> TransactionIndex:
+        """The aborted transactions of the ``.txnindex`` (none when the segment has no file)."""
+        stamp = self._stamp(self.txn_index_path)
+        if self._txn_index_cache is None or self._txn_index_cache[0] != stamp:
+            self._txn_index_cache = (stamp, TransactionIndex.load(self.txn_index_path))
+        return self._txn_index_cache[1]
+
+    def append_txn_index(self, txns: list[AbortedTxn]) -> None:
+        """Add entries at the end of the ``.txnindex``, creating it with the first (as Kafka does)."""
+        with open(self.txn_index_path, "ab") as f:
+            f.write(encode_aborted(txns))
 
     def _usable_offset_index(self, end: int) -> OffsetIndex | None:
         """The offset index when it passes Kafka's sanity rules for a log of ``end`` bytes.
@@ -291,12 +315,31 @@ class LogSegment:
                 f.write(data)
             os.replace(tmp, path)
 
+    def write_txn_index(self, txns: list[AbortedTxn]) -> None:
+        """Replace the ``.txnindex`` with ``txns`` (atomically). Without entries, an existing file is
+        emptied, as Kafka's ``TransactionIndex.reset`` leaves it, and none is created."""
+        if not txns and not os.path.exists(self.txn_index_path):
+            return
+        tmp = f"{self.txn_index_path}.tmp.{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(encode_aborted(txns))
+        os.replace(tmp, self.txn_index_path)
+
     def indexes_intact(self) -> bool:
-        """Both index files exist, hold whole entries and pass Kafka's sanity rules."""
+        """Both index files exist, hold whole entries and pass Kafka's sanity rules, and so does the
+        ``.txnindex`` when there is one (``TransactionIndex.sanityCheck``: no marker below the base)."""
         for path, entry_size in (
             (self.index_path, OFFSET_INDEX_ENTRY_SIZE),
             (self.time_index_path, TIME_INDEX_ENTRY_SIZE),
         ):
             if not os.path.exists(path) or os.path.getsize(path) % entry_size:
                 return False
+        if os.path.exists(self.txn_index_path):
+            if os.path.getsize(self.txn_index_path) % TXN_INDEX_ENTRY_SIZE:
+                return False
+            try:
+                if (self.transaction_index().last_offsets < self.base_offset).any():
+                    return False
+            except CorruptRecordError:
+                return False  # an entry of an unknown version
         return self.offset_index().is_consistent(self.size()) and self.time_index().is_consistent()

@@ -518,20 +518,17 @@ def test_aborted_transactions_go_and_markers_stay_until_their_data_is_gone(tmp_p
     log = open_log(tmp_path, config(delete_retention_ms=1000))
     old = NOW - 2 * DAY  # the producers have expired by NOW: no empty batch is kept for them
     append(log, table([b"a", b"b", b"u"], ts=old))
-    txn = {
-        pid: BatchSettings(producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True) for pid in (5, 6, 7)
-    }
+    txn = {pid: BatchSettings(producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True) for pid in (5, 6)}
     append(log, table([b"a"], [b"aborted"], ts=old + 1), txn[5])
     append(log, table([b"b"], [b"committed"], ts=old + 2), txn[6])
-    append(log, table([b"u"], [b"open"], ts=old + 3), txn[7])
     for pid, marker in ((5, ControlRecordType.ABORT), (6, ControlRecordType.COMMIT)):
         settings = BatchSettings(producer_id=pid, producer_epoch=0, transactional=True)
         log.append(encode_control_batch(*end_txn_marker(marker, 0), settings, now_ms=old + 4))
     log.roll()
     clean(log)
     survivors = [(r.key, r.value) for r in read(log)]
-    # a's aborted write is gone and does not hide a's value; u's open transaction hides nothing yet.
-    assert survivors == [(b"a", b"a@0"), (b"u", b"u@2"), (b"b", b"committed"), (b"u", b"open")]
+    # a's aborted write is gone and does not hide a's value.
+    assert survivors == [(b"a", b"a@0"), (b"u", b"u@2"), (b"b", b"committed")]
     control = entries(log, 0).is_control
     assert int(control.sum()) == 2, "the markers stay while their transactions' batches were seen"
     # The abort marker's transaction is empty now: it gets a horizon, then goes; the commit marker's is not.
@@ -544,6 +541,28 @@ def test_aborted_transactions_go_and_markers_stay_until_their_data_is_gone(tmp_p
     clean(log, NOW + 1000)
     batches = entries(log, 0)
     assert batches.is_control.sum() == 1 and int(batches.column(k.E_PRODUCER_ID)[batches.is_control][0]) == 6
+
+
+def test_an_open_transaction_stops_cleaning_at_the_last_stable_offset(tmp_path: Path) -> None:
+    log = open_log(tmp_path, config())
+    append(log, table([b"k", b"k"], ts=NOW - 1000))
+    append(
+        log,
+        table([b"k"], [b"open"], ts=NOW - 900),
+        BatchSettings(producer_id=9, producer_epoch=0, base_sequence=0, transactional=True),
+    )
+    log.roll()
+    append(log, table([b"k"], ts=NOW - 800))
+    log.roll()
+    assert log.last_stable_offset == 2
+    blocked = clean_log(log, NOW)
+    assert not blocked.cleaned and "dirty ratio 0.000" in blocked.reason  # [0, 2) is one segment's part: not due
+    assert [r.offset for r in read(log)] == [0, 1, 2, 3], "nothing past the open transaction's first offset is cleaned"
+    commit = BatchSettings(producer_id=9, producer_epoch=0, transactional=True)
+    log.append(encode_control_batch(*end_txn_marker(ControlRecordType.COMMIT, 0), commit, now_ms=NOW - 700))
+    log.roll()
+    clean(log)
+    assert [r.offset for r in read(log)] == [3], "once it commits, the range is cleaned: only the latest k stays"
 
 
 def test_compact_delete_runs_retention_then_compaction(tmp_path: Path) -> None:
