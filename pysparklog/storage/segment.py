@@ -26,7 +26,7 @@ from pysparklog.storage.index import (
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.default_records import LOG_OVERHEAD
-from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, scan
+from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, pool_empty, scan
 from pysparklog.storage.transaction_index import AbortedTxn, encode_aborted
 
 LOG_SUFFIX = ".log"
@@ -190,7 +190,7 @@ class LogSegment:
         with open(self.log_path, "rb", buffering=0) as f:
             while pos < end:
                 want = min(max_bytes, end - pos)
-                buf = np.empty(want, dtype=np.uint8)
+                buf = pool_empty(want, np.uint8)
                 f.seek(pos)
                 got = f.readinto(buf.data) or 0
                 buf = buf[:got]

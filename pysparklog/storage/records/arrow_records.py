@@ -34,7 +34,7 @@ from pysparklog.storage.records.default_records import (
     TimestampType,
 )
 from pysparklog.storage.records.legacy_records import read_legacy_entry
-from pysparklog.storage.records.memory_records import EntryTable, iter_runs
+from pysparklog.storage.records.memory_records import EntryTable, iter_runs, pool_empty
 
 HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]))
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
@@ -69,15 +69,6 @@ def record_schema(include_headers: bool) -> pa.Schema:
     return RECORD_SCHEMA_WITH_HEADERS if include_headers else RECORD_SCHEMA
 
 
-def _pool_empty(n: int, dtype: type[np.generic]) -> np.ndarray:
-    """An uninitialised array in Arrow's memory pool, which keeps freed memory for the next chunk.
-
-    NumPy's arrays of these sizes are mmapped afresh each time, and page-faulting them in cost
-    more than decoding into them.
-    """
-    return np.frombuffer(pa.allocate_buffer(n * np.dtype(dtype).itemsize), dtype)
-
-
 def _bitmap(valid: np.ndarray) -> pa.Buffer | None:
     if valid.all():
         return None
@@ -91,13 +82,13 @@ def _binary(offsets: np.ndarray, valid: np.ndarray, data: np.ndarray, n: int, ty
 def constant_string(value: str, n: int) -> pa.Array:
     """A string column holding ``value`` n times, built without a Python list."""
     raw = value.encode()
-    offsets = _pool_empty(n + 1, np.int32)
+    offsets = pool_empty(n + 1, np.int32)
     np.multiply(np.arange(n + 1, dtype=np.int32), len(raw), out=offsets)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
 def _constant_int32(value: int, n: int) -> pa.Array:
-    column = _pool_empty(n, np.int32)
+    column = pool_empty(n, np.int32)
     column.fill(value)
     return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(column)])
 
@@ -165,14 +156,14 @@ def _decode_v2(
         )
     n = int(counts.sum())
     data_bytes = int(section_bytes.sum())
-    offsets = _pool_empty(n, np.int64)
-    timestamps = _pool_empty(n, np.int64)
-    key_offsets = _pool_empty(n + 1, np.int32)
-    key_valid = _pool_empty(n, np.uint8)
-    key_data = _pool_empty(data_bytes, np.uint8)
-    value_offsets = _pool_empty(n + 1, np.int32)
-    value_valid = _pool_empty(n, np.uint8)
-    value_data = _pool_empty(data_bytes, np.uint8)
+    offsets = pool_empty(n, np.int64)
+    timestamps = pool_empty(n, np.int64)
+    key_offsets = pool_empty(n + 1, np.int32)
+    key_valid = pool_empty(n, np.uint8)
+    key_data = pool_empty(data_bytes, np.uint8)
+    value_offsets = pool_empty(n + 1, np.int32)
+    value_valid = pool_empty(n, np.uint8)
+    value_data = pool_empty(data_bytes, np.uint8)
     if include_headers:
         n_headers, header_bytes = k.count_headers(sections.buf, sections.start, sections.end, counts)
         if n_headers < 0:
@@ -181,12 +172,12 @@ def _decode_v2(
             n_headers, header_bytes = data_bytes // 2, data_bytes
     else:
         n_headers, header_bytes = 0, 0
-    header_list_offsets = _pool_empty(n + 1 if include_headers else 1, np.int32)
-    header_key_offsets = _pool_empty(n_headers + 1, np.int32)
-    header_key_data = _pool_empty(header_bytes, np.uint8)
-    header_value_offsets = _pool_empty(n_headers + 1, np.int32)
-    header_value_valid = _pool_empty(n_headers, np.uint8)
-    header_value_data = _pool_empty(header_bytes, np.uint8)
+    header_list_offsets = pool_empty(n + 1 if include_headers else 1, np.int32)
+    header_key_offsets = pool_empty(n_headers + 1, np.int32)
+    header_key_data = pool_empty(header_bytes, np.uint8)
+    header_value_offsets = pool_empty(n_headers + 1, np.int32)
+    header_value_valid = pool_empty(n_headers, np.uint8)
+    header_value_data = pool_empty(header_bytes, np.uint8)
     decoded, error, section, position = k.decode_v2_records(
         sections.buf,
         sections.start,
@@ -670,7 +661,7 @@ def encode_arrow(
             estimate = records_bytes + max_batches * RECORD_BATCH_OVERHEAD
             capacity = max(min(estimate, _ENCODE_CHUNK_BYTES), settings.max_batch_bytes + RECORD_BATCH_OVERHEAD)
             while True:
-                out = _pool_empty(capacity, np.uint8)
+                out = pool_empty(capacity, np.uint8)
                 table = np.empty((min(max_batches, capacity // RECORD_BATCH_OVERHEAD), 4), dtype=np.int64)
                 next_row, n_batches, used = cols.encode(
                     row,
@@ -730,7 +721,7 @@ def encode_planned(records: pa.RecordBatch, plan: np.ndarray, offsets: np.ndarra
         + n_headers * _PER_HEADER_OVERHEAD
         + len(plan) * RECORD_BATCH_OVERHEAD
     )
-    out = _pool_empty(capacity, np.uint8)
+    out = pool_empty(capacity, np.uint8)
     table = np.empty((len(plan), 4), dtype=np.int64)
     _next, n_batches, used = cols.encode(
         0,

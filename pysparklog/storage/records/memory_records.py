@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import crc32c as _crc32c
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from pysparklog.errors import CorruptRecordError
 from pysparklog.storage.records import kernels as k
@@ -32,6 +33,16 @@ from pysparklog.storage.records.default_records import (
 _INITIAL_TABLE_ROWS = 1024
 # Legacy CRC-32 covers magic..end; the stored CRC sits at bytes 12..16.
 _LEGACY_CRC_START = 16
+
+
+def pool_empty(n: int, dtype: type[np.generic]) -> np.ndarray:
+    """An uninitialised array in Arrow's memory pool, which keeps freed memory for the next chunk.
+
+    NumPy's arrays of these sizes are mmapped afresh each time, and page-faulting them in cost
+    more than decoding into them; the C heap they fall back to once glibc raises its mmap threshold
+    fragments, so a reader's resident memory would grow with what it read.
+    """
+    return np.frombuffer(pa.allocate_buffer(n * np.dtype(dtype).itemsize), dtype)
 
 
 def as_uint8(data: bytes | bytearray | memoryview | np.ndarray) -> np.ndarray:
