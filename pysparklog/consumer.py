@@ -42,9 +42,10 @@ from pysparklog.errors import (
 )
 from pysparklog.group import GroupCoordinator, JoinRequest, Membership, validate_group_id
 from pysparklog.offsets import OffsetStore
-from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
+from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import record_schema
+from pysparklog.storage.transaction_index import ISOLATION_LEVELS, READ_UNCOMMITTED, is_read_committed
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
 _log = logging.getLogger(__name__)
@@ -84,6 +85,9 @@ class ConsumerConfig:
         partition_assignment_strategy: ``partition.assignment.strategy``: assignors by preference.
         exclude_internal_topics: ``exclude.internal.topics``: patterns do not match ``__`` topics.
         include_headers: Return record headers (a ``headers`` column); off saves decoding them.
+        isolation_level: ``isolation.level``: ``read_uncommitted`` (default) reads everything
+            appended; ``read_committed`` stops at the last stable offset and skips records of
+            aborted transactions, and positions at "the end" mean the last stable offset.
     """
 
     group_id: str | None = None
@@ -100,6 +104,7 @@ class ConsumerConfig:
     partition_assignment_strategy: tuple[str, ...] = ("range", "cooperative-sticky")
     exclude_internal_topics: bool = True
     include_headers: bool = True
+    isolation_level: str = READ_UNCOMMITTED
 
     def __post_init__(self) -> None:
         if self.group_id is not None:
@@ -120,6 +125,10 @@ class ConsumerConfig:
                 raise InvalidConfigError(
                     f"{name.replace('_', '.')} = {getattr(self, name)!r} is invalid; accepted: true or false"
                 )
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise InvalidConfigError(
+                f"isolation.level = {self.isolation_level!r} is invalid; accepted: {', '.join(ISOLATION_LEVELS)}"
+            )
         if not isinstance(self.client_id, str):
             raise InvalidConfigError(f"client.id = {self.client_id!r} is invalid; accepted: a string")
         for name in (
@@ -170,7 +179,7 @@ class ConsumerConfig:
 
 
 _BOOL_PROPERTIES = frozenset({"enable.auto.commit", "exclude.internal.topics", "include.headers"})
-_STRING_PROPERTIES = frozenset({"group.id", "client.id", "group.instance.id", "auto.offset.reset"})
+_STRING_PROPERTIES = frozenset({"group.id", "client.id", "group.instance.id", "auto.offset.reset", "isolation.level"})
 
 
 def _convert(name: str, value: object) -> object:
@@ -368,7 +377,7 @@ class Consumer:
 
     def seek_to_end(self, partitions: Collection[TopicPartition] | None = None) -> None:
         for tp in self._targets(partitions):
-            self._positions[tp] = self._log(tp).log_end_offset
+            self._positions[tp] = self._fetch_end(self._log(tp))
 
     def seek_to_timestamp(self, timestamp_ms: int, partitions: Collection[TopicPartition] | None = None) -> None:
         """Position each partition at its first record with a timestamp >= ``timestamp_ms`` (the log
@@ -395,7 +404,7 @@ class Consumer:
         return {TopicPartition(*tp): self._log(TopicPartition(*tp)).log_start_offset for tp in partitions}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): self._log(TopicPartition(*tp)).log_end_offset for tp in partitions}
+        return {TopicPartition(*tp): self._fetch_end(self._log(TopicPartition(*tp))) for tp in partitions}
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets of ``partitions`` (None for one never committed)."""
@@ -524,13 +533,14 @@ class Consumer:
         if position is None:  # nothing committed and auto.offset.reset is none: raises
             position = self._positions[tp] = self._reset_position(tp, log)
         end = position + limit
-        log_end = log.log_end_offset  # before the read: everything below it is visible to the read
+        log_end = self._fetch_end(log)  # before the read: everything below it is visible to the read
         try:
             reader = log.read_arrow(
                 position,
                 end,
                 include_headers=self.config.include_headers,
                 max_chunk_bytes=self.config.max_partition_fetch_bytes,
+                isolation_level=self.config.isolation_level,
             )
             batch = next(reader, None)
         except OffsetOutOfRangeError:
@@ -554,8 +564,11 @@ class Consumer:
                 f"position {position} of {tp} is outside its log [{log.log_start_offset}, "
                 f"{log.log_end_offset}] and auto.offset.reset is none"
             )
-        hit = log.offset_for_timestamp(EARLIEST_TIMESTAMP if reset is AutoOffsetReset.EARLIEST else LATEST_TIMESTAMP)
-        return hit[0] if hit is not None else log.log_end_offset
+        return log.log_start_offset if reset is AutoOffsetReset.EARLIEST else self._fetch_end(log)
+
+    def _fetch_end(self, log: PartitionLog) -> int:
+        """How far this consumer may read: the log end, or with read_committed the last stable offset."""
+        return log.last_stable_offset if is_read_committed(self.config.isolation_level) else log.log_end_offset
 
     def _log(self, tp: TopicPartition) -> PartitionLog:
         log = self._logs.get(tp)

@@ -35,6 +35,8 @@ from pysparklog.consumer import (
 )
 from pysparklog.group import GroupCoordinator, describe_group
 from pysparklog.offsets import OffsetStore
+from pysparklog.storage.records.arrow_records import BatchSettings, encode_control_batch
+from pysparklog.storage.records.default_records import ControlRecordType, end_txn_marker
 from tests.conftest import keyed_table
 
 TS = 1_700_000_000_000  # keyed_table's first timestamp
@@ -920,3 +922,48 @@ def test_boolean_settings_must_be_booleans(name: str) -> None:
         InvalidConfigError, match=rf"{name.replace('_', '.')} = 'false' is invalid; accepted: true or false"
     ):
         ConsumerConfig(group_id="g", **{name: "false"})  # type: ignore[arg-type]
+
+
+def test_read_committed_stops_at_an_open_transaction_and_skips_aborted_ones(log_dir: LogDirectory) -> None:
+    log_dir.topics.create("txn", 1)
+    log = log_dir.partition("txn", 0)
+
+    def transaction(pid: int, values: list[bytes], marker: ControlRecordType | None) -> None:
+        settings = BatchSettings(producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
+        log.append_arrow(pa.table({"value": pa.array(values, pa.binary())}), settings)
+        if marker is not None:
+            end = BatchSettings(producer_id=pid, producer_epoch=0, transactional=True)
+            log.append(encode_control_batch(*end_txn_marker(marker, 0), end))
+
+    log.append_arrow(pa.table({"value": [b"plain"]}))  # offset 0
+    transaction(1, [b"aborted-1", b"aborted-2"], ControlRecordType.ABORT)  # 1-2, marker 3
+    transaction(2, [b"committed"], ControlRecordType.COMMIT)  # 4, marker 5
+    transaction(3, [b"open"], None)  # 6: the last stable offset
+    log.append_arrow(pa.table({"value": [b"after"]}))  # 7: not visible until 3 ends
+    part = tp("txn", 0)
+
+    committed = Consumer(log_dir, ConsumerConfig(isolation_level="read_committed", auto_offset_reset="earliest"))
+    uncommitted = Consumer(log_dir, ConsumerConfig(auto_offset_reset="earliest"))
+    try:
+        committed.assign([part])
+        uncommitted.assign([part])
+        assert committed.end_offsets([part]) == {part: 6} and uncommitted.end_offsets([part]) == {part: 8}
+        assert [r.value for r in committed.poll(timeout_ms=200)] == [b"plain", b"committed"]
+        assert committed.poll(timeout_ms=50) == []  # past the COMMIT marker, up to the open transaction
+        assert committed.position(part) == 6
+        every = [r.value for r in uncommitted.poll(timeout_ms=200)]
+        assert every == [b"plain", b"aborted-1", b"aborted-2", b"committed", b"open", b"after"]
+        end = BatchSettings(producer_id=3, producer_epoch=0, transactional=True)
+        log.append(encode_control_batch(*end_txn_marker(ControlRecordType.COMMIT, 0), end))
+        assert [r.value for r in committed.poll(timeout_ms=200)] == [b"open", b"after"]
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+def test_isolation_level_is_checked() -> None:
+    with pytest.raises(
+        InvalidConfigError,
+        match=r"isolation.level = 'serializable' is invalid; accepted: read_uncommitted, read_committed",
+    ):
+        ConsumerConfig.from_properties({"isolation.level": "serializable"})
