@@ -1,7 +1,8 @@
 """Consumer-group membership without a broker: Kafka's group coordinator, kept in one file per group.
 
 Kafka's coordinator is a broker that members talk to. Here the coordinator's state is a small JSON
-file in the log directory (``pysparklog-groups/<group>.json``), and every member runs the
+file in the log directory (``pysparklog-group.<group>.json``, the group id percent-encoded; a
+file, not a directory, as a Kafka broker refuses directories it cannot parse as partitions), and every member runs the
 coordinator's logic itself on each heartbeat, under an exclusive lock of that file: expire members
 whose session timed out, take in joins, leaves and subscription or partition-count changes, and when
 any of those happened, start a new generation with the assignment the group's assignor computes.
@@ -59,7 +60,7 @@ from pysparklog.storage.locking import FileLock
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 
-GROUPS_DIR = "pysparklog-groups"
+GROUP_FILE_PREFIX = "pysparklog-group."
 _STATE_SUFFIX = ".json"
 _LOCK_SUFFIX = ".lock"
 _STATE_VERSION = 1
@@ -251,10 +252,9 @@ class GroupCoordinator:
         validate_group_id(group_id)
         self.log_dir = log_dir
         self.group_id = group_id
-        directory = os.path.join(log_dir.path, GROUPS_DIR)
-        base = os.path.join(directory, quote(group_id, safe=""))
+        self._directory = log_dir.path
+        base = os.path.join(log_dir.path, GROUP_FILE_PREFIX + quote(group_id, safe=""))
         self.path = base + _STATE_SUFFIX
-        self._directory = directory
         self._lock = FileLock(base + _LOCK_SUFFIX)
         self._clock = clock or _wall_clock_ms
 
@@ -525,12 +525,15 @@ def _wall_clock_ms() -> int:
 
 def list_group_ids(log_dir: LogDirectory) -> list[str]:
     """Groups with membership state in ``log_dir``, sorted."""
-    directory = os.path.join(log_dir.path, GROUPS_DIR)
     try:
-        names = os.listdir(directory)
+        names = os.listdir(log_dir.path)
     except FileNotFoundError:
         return []
-    return sorted(unquote(n[: -len(_STATE_SUFFIX)]) for n in names if n.endswith(_STATE_SUFFIX))
+    return sorted(
+        unquote(n[len(GROUP_FILE_PREFIX) : -len(_STATE_SUFFIX)])
+        for n in names
+        if n.startswith(GROUP_FILE_PREFIX) and n.endswith(_STATE_SUFFIX)
+    )
 
 
 def describe_group(log_dir: LogDirectory, group_id: str) -> GroupDescription | None:

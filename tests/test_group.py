@@ -27,7 +27,7 @@ from pysparklog import (
 )
 from pysparklog.assignors import RebalanceProtocol
 from pysparklog.group import (
-    GROUPS_DIR,
+    GROUP_FILE_PREFIX,
     GroupCoordinator,
     GroupState,
     JoinRequest,
@@ -113,8 +113,8 @@ def test_join_creates_generation_one_and_assigns_every_partition(coordinator: Gr
     assert a.protocol is RebalanceProtocol.EAGER
     assert a.assigned == a.owned == tps("t", 0, 1, 2, 3)
     assert a.valid_until_ms == T0 + SESSION_MS
-    assert os.path.basename(coordinator.path) == "g.json"
-    assert os.path.dirname(coordinator.path).endswith(GROUPS_DIR)
+    assert os.path.basename(coordinator.path) == GROUP_FILE_PREFIX + "g.json"
+    assert os.path.dirname(coordinator.path) == coordinator.log_dir.path  # a file: brokers refuse unknown dirs
     description = coordinator.describe()
     assert description is not None
     assert (description.state, description.assignor, description.generation) == ("Stable", "range", 1)
