@@ -14,6 +14,7 @@ from benchmarks import (
     bench_producer,
     bench_records,
     bench_retention,
+    bench_source,
 )
 from benchmarks.common import RECORDS, markdown, pin_to_one_core, records_table
 
@@ -29,6 +30,7 @@ def main() -> int:
         + bench_retention.run()
         + bench_compaction.run(table)
         + bench_producer.run()
+        + bench_source.run()
     )
     print(
         f"pysparklog benchmarks: {RECORDS:,} records (10-byte keys, 100-byte values), pinned to core {core} "

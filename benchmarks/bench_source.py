@@ -1,0 +1,289 @@
+"""The Spark source: a streaming read of 10 M records, micro-batch overhead, and a read task's memory.
+
+Throughput is compared with the ceiling of any Python source: a synthetic one whose tasks yield
+Arrow batches of the same shape from memory, so the ratio shows what reading the log costs on top
+of what Spark's Python data source machinery costs anyway. Both queries run with
+``Trigger.AvailableNow`` into Spark's ``noop`` sink, in one local SparkSession, one after the other,
+on the same cores.
+
+Micro-batch overhead: 30 micro-batches of one record each (``maxOffsetsPerTrigger=1``), against the
+synthetic source planning 30 micro-batches of one row: what a micro-batch costs beyond its data.
+
+Memory: one read task (``datasource_v2.read_ranges``) over the whole topic, about 1.2 GB of
+segments, in a fresh Python process; its peak resident set size, as the executor's Python worker
+would have it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from benchmarks.common import Result, markdown, rate, records_table
+from pysparklog.spark_arrow import SOURCE_SCHEMA, arrow_schema
+from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.records.arrow_records import BatchSettings
+
+BULK_RECORDS = 10_000_000
+PARTITIONS = 2
+ROWS_PER_BATCH = 8192  # about what the engine's decoder yields per 1 MiB of 110-byte records
+TINY_BATCHES = 30
+THROUGHPUT_RATIO_TARGET = 0.9
+OVERHEAD_RATIO_TARGET = 1.2
+MEMORY_TARGET_MB = 300
+_TOPIC = "bench"
+_TINY_TOPIC = "tiny"
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The peak is read from VmHWM: ``ru_maxrss`` survives ``exec`` on Linux, so in a child of this
+# process it would report this process's peak.
+_MEMORY_PROBE = """
+import sys
+from pysparklog.datasource_v2 import RangesPartition, read_ranges
+from pysparklog.offset_ranges import OffsetRange
+from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.structs import TopicPartition
+path, topic, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
+logs = LogDirectory(path)
+ranges = tuple(
+    OffsetRange(TopicPartition(topic, p), 0, logs.partition(topic, p).log_end_offset) for p in range(partitions)
+)
+rows = sum(b.num_rows for b in read_ranges(RangesPartition(path, ranges, False, False, True)))
+peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(rows, peak_kb // 1024)
+"""
+
+
+# -- the synthetic source: Arrow batches from memory ------------------------------------------
+
+
+_cached: dict[int, pa.RecordBatch] = {}
+
+
+def _synthetic_batch(rows: int) -> pa.RecordBatch:
+    """A batch shaped as the source's (Spark's Kafka columns, 10-byte keys, 100-byte values), built once
+    per worker process."""
+    batch = _cached.get(rows)
+    if batch is None:
+        table = records_table(rows)
+        columns = {
+            "key": table.column("key"),
+            "value": table.column("value"),
+            "topic": pa.array([_TOPIC] * rows, pa.string()),
+            "partition": pa.array([0] * rows, pa.int32()),
+            "offset": pa.array(range(rows), pa.int64()),
+            "timestamp": table.column("timestamp").cast(pa.timestamp("ms", tz="UTC")),
+            "timestampType": pa.array([0] * rows, pa.int32()),
+        }
+        batch = _cached[rows] = pa.Table.from_pydict(columns).cast(arrow_schema(False)).combine_chunks().to_batches()[0]
+    return batch
+
+
+@dataclass(frozen=True)
+class _Slice(InputPartition):
+    batches: int
+    rows_per_batch: int
+    tail: int  # rows of a last, shorter batch
+
+
+class _SyntheticReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets count rows; each task yields its share of cached batches."""
+
+    def __init__(self, total: int, rows_per_batch: int, max_rows: int | None) -> None:
+        self.total = total
+        self.rows_per_batch = rows_per_batch
+        self.max_rows = max_rows
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"row": 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_rows) if self.max_rows is not None else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        step = limit.max_rows if isinstance(limit, ReadMaxRows) else self.total
+        return {"row": min(start["row"] + step, self.total)}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        rows = end["row"] - start["row"]
+        if rows <= 0:
+            return []
+        shares = [rows // PARTITIONS + (1 if i < rows % PARTITIONS else 0) for i in range(PARTITIONS)]
+        return [
+            _Slice(share // self.rows_per_batch, self.rows_per_batch, share % self.rows_per_batch)
+            for share in shares
+            if share
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _Slice)
+        if partition.batches:
+            batch = _synthetic_batch(partition.rows_per_batch)
+            for _ in range(partition.batches):
+                yield batch
+        if partition.tail:
+            yield _synthetic_batch(partition.tail)
+
+
+class SyntheticArrowSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "pysparklog_bench_synthetic"
+
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options: Any = self.options
+        limit = options.get("maxOffsetsPerTrigger")
+        return _SyntheticReader(int(options["total"]), int(options["rowsPerBatch"]), int(limit) if limit else None)
+
+
+# -- measurements -----------------------------------------------------------------------------
+
+
+def _session() -> SparkSession:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_REPO, os.environ.get("PYTHONPATH")]))
+    spark = (
+        SparkSession.builder.master(f"local[{PARTITIONS}]")
+        .appName("pysparklog-bench-source")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(SyntheticArrowSource)
+    return spark
+
+
+def _run_available_now(spark: SparkSession, reader: Any, checkpoint: str) -> tuple[float, int]:
+    """Seconds and micro-batches of an AvailableNow query of ``reader`` into the noop sink."""
+    started = time.perf_counter()
+    query = (
+        reader.writeStream.format("noop").trigger(availableNow=True).option("checkpointLocation", checkpoint).start()
+    )
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    batches = sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
+    return seconds, batches
+
+
+def _fill(path: str) -> None:
+    logs = LogDirectory(path)
+    logs.topics.create(_TOPIC, PARTITIONS)
+    table = records_table(BULK_RECORDS)
+    share = BULK_RECORDS // PARTITIONS
+    for p in range(PARTITIONS):
+        logs.partition(_TOPIC, p).append_arrow(table.slice(p * share, share), BatchSettings())
+    logs.topics.create(_TINY_TOPIC, 1)
+    logs.partition(_TINY_TOPIC, 0).append_arrow(records_table(TINY_BATCHES), BatchSettings())
+
+
+def _peak_task_memory_mb(path: str) -> tuple[int, int]:
+    """(rows read, peak RSS in MB) of one read task over the whole topic, in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_PROBE, path, _TOPIC, str(PARTITIONS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=_REPO,
+    ).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def run() -> list[Result]:
+    root = tempfile.mkdtemp(prefix="pysparklog-bench-source-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        path = os.path.join(root, "logs")
+        _fill(path)
+        spark = _session()
+        try:
+
+            def ours(limit: int | None, topic: str) -> Any:
+                reader = spark.readStream.format("pysparklog").option("subscribe", topic)
+                reader = reader.option("startingOffsets", "earliest")
+                if limit is not None:
+                    reader = reader.option("maxOffsetsPerTrigger", str(limit))
+                return reader.load(path)
+
+            def synthetic(total: int, rows_per_batch: int, limit: int | None) -> Any:
+                reader = spark.readStream.format("pysparklog_bench_synthetic").option("total", str(total))
+                reader = reader.option("rowsPerBatch", str(rows_per_batch))
+                if limit is not None:
+                    reader = reader.option("maxOffsetsPerTrigger", str(limit))
+                return reader.load()
+
+            checkpoints = iter(os.path.join(root, f"checkpoint-{i}") for i in range(100))
+            _run_available_now(spark, synthetic(BULK_RECORDS // 10, ROWS_PER_BATCH, None), next(checkpoints))  # warm-up
+            _run_available_now(spark, ours(None, _TINY_TOPIC), next(checkpoints))  # warm-up
+            synthetic_s, _ = _run_available_now(spark, synthetic(BULK_RECORDS, ROWS_PER_BATCH, None), next(checkpoints))
+            ours_s, _ = _run_available_now(spark, ours(None, _TOPIC), next(checkpoints))
+            tiny_synthetic_s, tiny_synthetic_n = _run_available_now(
+                spark, synthetic(TINY_BATCHES, 1, 1), next(checkpoints)
+            )
+            tiny_ours_s, tiny_ours_n = _run_available_now(spark, ours(1, _TINY_TOPIC), next(checkpoints))
+        finally:
+            spark.stop()
+        rows, peak_mb = _peak_task_memory_mb(path)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    ratio = synthetic_s / ours_s
+    per_batch_ours = tiny_ours_s / max(tiny_ours_n, 1)
+    per_batch_synthetic = tiny_synthetic_s / max(tiny_synthetic_n, 1)
+    overhead = per_batch_ours / per_batch_synthetic
+    return [
+        Result(
+            f"source: AvailableNow read of {BULK_RECORDS // 1_000_000} M records into `noop`, {PARTITIONS} tasks",
+            rate(BULK_RECORDS / ours_s),
+        ),
+        Result("synthetic Python source yielding the same Arrow batches from memory", rate(BULK_RECORDS / synthetic_s)),
+        Result(
+            "source / synthetic throughput",
+            f"{ratio:.2f}",
+            f">= {THROUGHPUT_RATIO_TARGET}",
+            ratio >= THROUGHPUT_RATIO_TARGET,
+        ),
+        Result(
+            f"source: time per micro-batch of 1 record ({tiny_ours_n} batches)",
+            f"{per_batch_ours * 1000:.0f} ms (synthetic: {per_batch_synthetic * 1000:.0f} ms, "
+            f"{tiny_synthetic_n} batches)",
+        ),
+        Result(
+            "source / synthetic per-micro-batch time",
+            f"{overhead:.2f}x",
+            f"<= {OVERHEAD_RATIO_TARGET}x",
+            overhead <= OVERHEAD_RATIO_TARGET,
+        ),
+        Result(
+            f"peak memory of one read task over the whole topic ({rows / 1e6:.0f} M records, about 1.2 GB)",
+            f"{peak_mb} MB",
+            f"< {MEMORY_TARGET_MB} MB",
+            peak_mb < MEMORY_TARGET_MB,
+        ),
+    ]
+
+
+def main() -> None:
+    print(markdown(run()))
+
+
+if __name__ == "__main__":
+    main()
