@@ -1475,8 +1475,15 @@ class PartitionLog:
         return os.path.join(self.directory, filename_prefix(base) + suffix)
 
     def _rename_segment_files(self, base: int, from_suffix: str, to_suffix: str | None) -> None:
-        """Rename (or, with ``to_suffix`` None, remove) each file of a segment that exists."""
-        for suffix in SEGMENT_SUFFIXES:
+        """Rename (or, with ``to_suffix`` None, remove) each file of a segment that exists.
+
+        A segment is live while its ``.log`` has the plain name, so that file goes last when a segment
+        comes in (``to_suffix`` ""), and first when one goes out (Kafka's ``changeFileSuffixes``
+        renames the log first too): a crash in between leaves stray index files, which recovery
+        removes, never a live ``.log`` without its indexes.
+        """
+        order = SEGMENT_SUFFIXES if to_suffix == "" else (LOG_SUFFIX, *SEGMENT_SUFFIXES[:-1])
+        for suffix in order:
             source = self._segment_path(base, suffix) + from_suffix
             if not os.path.exists(source):
                 continue
