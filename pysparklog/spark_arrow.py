@@ -10,6 +10,7 @@ rewritten).
 from __future__ import annotations
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -36,27 +37,18 @@ _FIELDS = [
 SOURCE_SCHEMA = StructType(_FIELDS)
 SOURCE_SCHEMA_WITH_HEADERS = StructType([*_FIELDS, StructField("headers", _HEADERS)])
 
-_ARROW_HEADERS = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-_ARROW_FIELDS = [
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("timestampType", pa.int32()),
-]
-_ARROW_SCHEMA = pa.schema(_ARROW_FIELDS)
-_ARROW_SCHEMA_WITH_HEADERS = pa.schema([*_ARROW_FIELDS, pa.field("headers", _ARROW_HEADERS)])
-
 
 def source_schema(include_headers: bool) -> StructType:
     return SOURCE_SCHEMA_WITH_HEADERS if include_headers else SOURCE_SCHEMA
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
-    """The Arrow schema Spark expects for ``source_schema(include_headers)``."""
-    return _ARROW_SCHEMA_WITH_HEADERS if include_headers else _ARROW_SCHEMA
+    """The Arrow schema Spark expects for ``source_schema(include_headers)``: derived as Spark derives
+    the schema it checks batches against."""
+    return _ARROW_SCHEMAS[include_headers]
+
+
+_ARROW_SCHEMAS = {h: to_arrow_schema(source_schema(h), timezone="UTC") for h in (False, True)}
 
 
 def to_spark_batch(batch: pa.RecordBatch, include_headers: bool) -> pa.RecordBatch:
