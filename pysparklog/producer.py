@@ -38,6 +38,16 @@ batches is recognised whole) and does not write twice. When an append finally fa
 producer cannot know which of its sequences the log holds, so it takes a new producer id and
 starts every partition at sequence 0 again (Kafka's idempotent producer resets its id the same way).
 
+Transactions
+------------
+
+With ``transactional.id`` the producer is Kafka's transactional producer: ``init_transactions``
+takes a session (producer id, bumped epoch) from ``pysparklog.transactions``, fencing older producers
+of the id; ``begin_transaction``, then sends (each partition registered before its first append),
+then ``commit_transaction`` or ``abort_transaction`` write COMMIT or ABORT markers, which
+``read_committed`` readers follow. ``prepare_transaction`` flushes and hands the open transaction to
+another process to end (KIP-939's two-phase commit): Spark's driver commits its tasks' transactions so.
+
 Example:
     >>> with Producer("/data/logs") as producer:
     ...     future = producer.send("orders", b'{"amount": 5}', key=b"c1")
@@ -46,6 +56,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
 import operator
@@ -76,6 +87,13 @@ from pysparklog.storage.records.default_records import (
     RECORD_BATCH_OVERHEAD,
 )
 from pysparklog.storage.topic_config import ConfigKey, ConfigType
+from pysparklog.structs import TopicPartition
+from pysparklog.transactions import (
+    PreparedTransaction,
+    ProducerSession,
+    TransactionCoordinator,
+    validate_transactional_id,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -114,6 +132,7 @@ _KEYS: Mapping[str, ConfigKey] = {
         _key("retry.backoff.ms", ConfigType.LONG, 100, 0),
         _key("delivery.timeout.ms", ConfigType.INT, 120000, 0),
         _key("metadata.max.age.ms", ConfigType.LONG, 300000, 0),
+        _key("transaction.timeout.ms", ConfigType.INT, 60000, 1),
     )
 }
 _BOOLEANS = ("enable.idempotence", "partitioner.ignore.keys")
@@ -126,7 +145,7 @@ def _default(name: str) -> Any:
     return key.parse(key.default)
 
 
-_ACCEPTED = sorted([*_KEYS, *_BOOLEANS, "partitioner.class"])
+_ACCEPTED = sorted([*_KEYS, *_BOOLEANS, "partitioner.class", "transactional.id"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +186,10 @@ class ProducerConfig:
             since it was sent, its linger included.
         metadata_max_age_ms: ``metadata.max.age.ms``: how old a topic's partition count may get before
             it is read again (partitions added meanwhile are used from then on).
+        transactional_id: ``transactional.id``: makes the producer transactional (see the module);
+            needs idempotence.
+        transaction_timeout_ms: ``transaction.timeout.ms``: how long a transaction may stay open before
+            the coordinator aborts it and fences the producer.
     """
 
     batch_size: int = _default("batch.size")
@@ -184,6 +207,8 @@ class ProducerConfig:
     retry_backoff_ms: int = _default("retry.backoff.ms")
     delivery_timeout_ms: int = _default("delivery.timeout.ms")
     metadata_max_age_ms: int = _default("metadata.max.age.ms")
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = _default("transaction.timeout.ms")
     #: Whether idempotence is in force: ``enable_idempotence`` resolved as Kafka resolves it.
     idempotent: bool = field(init=False, repr=False, compare=False)
     #: The partitioning settings these make.
@@ -197,6 +222,10 @@ class ProducerConfig:
             if not isinstance(value, bool) and not (name == "enable.idempotence" and value is None):
                 raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: true or false")
         object.__setattr__(self, "idempotent", self._resolve_idempotence())
+        if self.transactional_id is not None:
+            validate_transactional_id(self.transactional_id)
+            if not self.idempotent:
+                raise InvalidConfigError("Cannot set a transactional.id without also enabling idempotence.")
         strategy, ignore_keys, custom = self.null_key_strategy, self.partitioner_ignore_keys, self.partitioner_class
         if isinstance(custom, str) and custom in _KAFKA_PARTITIONERS:
             strategy, kafka_ignores = _KAFKA_PARTITIONERS[custom]
@@ -234,7 +263,9 @@ class ProducerConfig:
         """
         values: dict[str, Any] = {}
         for name, value in properties.items():
-            if name in _KEYS and isinstance(value, str):
+            if name == "transactional.id":
+                value = value or None  # Kafka's default is null; an empty id means none
+            elif name in _KEYS and isinstance(value, str):
                 value = _KEYS[name].parse(value)
             elif name in _BOOLEANS and isinstance(value, str):
                 value = _parse_bool(name, value)
@@ -472,6 +503,16 @@ class _Topic:
     partitions: dict[int, _PartitionState] = field(default_factory=dict)
 
 
+class _TxnState(enum.Enum):
+    """Where a transactional producer is (Kafka's ``TransactionManager.State``, the states used here)."""
+
+    UNINITIALIZED = "UNINITIALIZED"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    PREPARED = "PREPARED_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+
+
 class Producer:
     """Appends records to the topics of a log directory as Kafka's producer sends them to a broker.
 
@@ -501,6 +542,11 @@ class Producer:
         self._waiting: dict[_PartitionState, None] = {}  # partitions with queued records, as an ordered set
         self._next_deadline = float("inf")  # when the oldest queued record's linger ends
         self._producer_id = NO_PRODUCER_ID  # allocated at the first idempotent append
+        self._producer_epoch = 0
+        # A transactional producer's state (with ``transactional.id``), changed under ``_append_lock``.
+        self._txn_state = _TxnState.UNINITIALIZED
+        self._txn_partitions: set[TopicPartition] = set()
+        self._coordinator = TransactionCoordinator(self._logs) if cfg.transactional_id is not None else None
         name = f"pysparklog-producer-sender | {cfg.client_id or f'producer-{next(_client_ids)}'}"
         self._sender = threading.Thread(target=self._run, name=name, daemon=True)
         self._sender.start()
@@ -557,6 +603,8 @@ class Producer:
             raise InvalidConfigError(f"Invalid timestamp: {timestamp_ms!r}. Timestamp should always be non-negative")
         if headers is not None:
             headers = _checked_headers(headers)
+        if self._coordinator is not None and self._txn_state is not _TxnState.IN_TRANSACTION:
+            raise self._wrong_state("send")
         with self._lock:
             chunk = self._chunks.get(topic) or self._open_chunk(topic)
             if partition is not None:
@@ -620,6 +668,8 @@ class Producer:
             OSError: An append failed on the filesystem after its retries.
         """
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+        if self._coordinator is not None and self._txn_state is not _TxnState.IN_TRANSACTION:
+            raise self._wrong_state("send")
         self._check_sizes(table)
         explicit = table.column("partition") if "partition" in table.column_names else None
         deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
@@ -633,6 +683,7 @@ class Producer:
                 state = self._topic(topic)
                 partitions = state.partitioner.assign_partitions(table, state.num_partitions, explicit)
                 order, bounds = _group_rows(partitions, state.num_partitions)
+                self._register([TopicPartition(topic, p) for p in np.flatnonzero(np.diff(bounds)).tolist()])
                 return {
                     p: self._append_bulk(self._partition(state, p), table, order[bounds[p] : bounds[p + 1]], deadline)
                     for p in np.flatnonzero(np.diff(bounds)).tolist()
@@ -683,6 +734,123 @@ class Producer:
         with self._lock:
             self._partition_counts[topic] = count
         return list(range(count))
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def init_transactions(self) -> None:
+        """Start a session of ``transactional.id`` (Kafka's ``initTransactions``): a bumped epoch fences
+        every older producer of the id, and a transaction one left open is aborted first.
+
+        Raises:
+            PySparkLogError: The producer has no ``transactional.id``, or is in a transaction.
+        """
+        coordinator = self._transactional("initTransactions")
+        with self._append_lock:
+            if self._txn_state not in (_TxnState.UNINITIALIZED, _TxnState.READY):
+                raise self._wrong_state("initTransactions")
+            self._start_session(coordinator)
+
+    def begin_transaction(self) -> None:
+        """Begin a transaction (Kafka's ``beginTransaction``); records sent from now on belong to it."""
+        self._transactional("beginTransaction")
+        with self._append_lock:
+            if self._txn_state is not _TxnState.READY:
+                raise self._wrong_state("beginTransaction")
+            self._txn_state, self._txn_partitions = _TxnState.IN_TRANSACTION, set()
+
+    def prepare_transaction(self) -> PreparedTransaction:
+        """Append everything sent and leave the transaction open for another process to end with
+        ``TransactionCoordinator.end_transaction`` (Kafka's KIP-939 ``prepareTransaction``).
+
+        Raises:
+            PySparkLogError: An append of the transaction failed (abort it), or no transaction is open.
+        """
+        self._transactional("prepareTransaction")
+        self.flush()
+        with self._append_lock:
+            self._check_committable("prepareTransaction")
+            self._txn_state = _TxnState.PREPARED
+            return PreparedTransaction(self.config.transactional_id or "", self._session())
+
+    def commit_transaction(self) -> None:
+        """Append everything sent, then commit (Kafka's ``commitTransaction``): COMMIT markers in every
+        partition the transaction wrote, after which ``read_committed`` readers see its records.
+
+        Raises:
+            PySparkLogError: An append of the transaction failed (abort it), or no transaction is open.
+            ProducerFencedError: A newer producer of the id, or a timeout, aborted the transaction.
+        """
+        coordinator = self._transactional("commitTransaction")
+        self.flush()
+        with self._append_lock:
+            if self._txn_state is not _TxnState.PREPARED:
+                self._check_committable("commitTransaction")
+            assert self.config.transactional_id is not None
+            coordinator.end_transaction(self.config.transactional_id, self._session(), commit=True)
+            self._txn_state = _TxnState.READY
+
+    def abort_transaction(self) -> None:
+        """Abort the transaction (Kafka's ``abortTransaction``): its records stay in the log, hidden from
+        ``read_committed`` readers by ABORT markers. After a failed append the session starts again
+        with a bumped epoch, as Kafka's producer bumps it (KIP-360), so sequences restart cleanly."""
+        coordinator = self._transactional("abortTransaction")
+        try:
+            self.flush()
+        except Exception:  # the records' futures have their errors; the abort goes on
+            _log.debug("flush before abort failed", exc_info=True)
+        with self._append_lock:
+            if self._txn_state not in (_TxnState.IN_TRANSACTION, _TxnState.PREPARED, _TxnState.ABORTABLE_ERROR):
+                raise self._wrong_state("abortTransaction")
+            assert self.config.transactional_id is not None
+            if self._txn_state is _TxnState.ABORTABLE_ERROR:
+                self._start_session(coordinator)  # the new epoch aborts the transaction and fences the old one
+            else:
+                coordinator.end_transaction(self.config.transactional_id, self._session(), commit=False)
+                self._txn_state = _TxnState.READY
+
+    def _transactional(self, operation: str) -> TransactionCoordinator:
+        if self._coordinator is None:
+            raise PySparkLogError(f"Cannot use {operation} without setting the transactional.id")
+        return self._coordinator
+
+    def _wrong_state(self, operation: str) -> PySparkLogError:
+        if self._txn_state is _TxnState.UNINITIALIZED:
+            return PySparkLogError(f"Cannot perform a '{operation}' before completing a call to initTransactions")
+        return PySparkLogError(f"Cannot call {operation} in state {self._txn_state.value}")
+
+    def _check_committable(self, operation: str) -> None:
+        if self._txn_state is _TxnState.ABORTABLE_ERROR:
+            raise PySparkLogError(
+                f"Cannot {operation}: an append of the transaction failed (its future has the error); abort it"
+            )
+        if self._txn_state is not _TxnState.IN_TRANSACTION:
+            raise self._wrong_state(operation)
+
+    def _session(self) -> ProducerSession:
+        return ProducerSession(self._producer_id, self._producer_epoch)
+
+    def _start_session(self, coordinator: TransactionCoordinator) -> None:
+        """A new session from the coordinator, every partition at sequence 0 (under ``_append_lock``)."""
+        assert self.config.transactional_id is not None
+        session = coordinator.init_producer_id(self.config.transactional_id, self.config.transaction_timeout_ms)
+        self._producer_id, self._producer_epoch = session.producer_id, session.producer_epoch
+        for topic in self._topics.values():
+            for state in topic.partitions.values():
+                state.next_sequence = 0
+        self._txn_state, self._txn_partitions = _TxnState.READY, set()
+
+    def _register(self, partitions: list[TopicPartition]) -> None:
+        """Register the transaction's new partitions with the coordinator before anything is appended
+        to them (Kafka's ``AddPartitionsToTxn``); nothing without a transaction (under ``_append_lock``)."""
+        if self._coordinator is None:
+            return
+        new = [tp for tp in partitions if tp not in self._txn_partitions]
+        if new:
+            if self._txn_state is not _TxnState.IN_TRANSACTION:
+                raise self._wrong_state("send")
+            assert self.config.transactional_id is not None
+            self._coordinator.add_partitions(self.config.transactional_id, self._session(), new)
+            self._txn_partitions.update(new)
 
     # -- the sender ---------------------------------------------------------------------------
 
@@ -853,19 +1021,17 @@ class Producer:
         cfg = self.config
         if cfg.idempotent and self._producer_id == NO_PRODUCER_ID:
             self._producer_id = allocate_producer_id(self._logs.path)
+        self._register([TopicPartition(state.topic, state.partition)])
         settings = BatchSettings(
             codec=cfg.codec,
             max_batch_bytes=max(cfg.batch_size, RECORD_BATCH_OVERHEAD),
             max_batch_records=INT_MAX,
             producer_id=self._producer_id if cfg.idempotent else NO_PRODUCER_ID,
-            producer_epoch=0 if cfg.idempotent else NO_PRODUCER_EPOCH,
+            producer_epoch=self._producer_epoch if cfg.idempotent else NO_PRODUCER_EPOCH,
             base_sequence=state.next_sequence if cfg.idempotent else NO_SEQUENCE,
+            transactional=self._coordinator is not None,
         )
-        return [
-            group
-            for encoded in encode_arrow(table, settings)
-            for group in _split(encoded, cfg.max_request_size)
-        ]
+        return [group for encoded in encode_arrow(table, settings) for group in _split(encoded, cfg.max_request_size)]
 
     def _append_group(
         self, state: _PartitionState, group: EncodedBatches, deadline: float
@@ -899,6 +1065,9 @@ class Producer:
         """After a failed append the log may or may not hold its batches: start afresh with a new producer
         id (allocated at the next append), every partition at sequence 0."""
         if not self.config.idempotent:
+            return
+        if self._coordinator is not None:  # the session stays; the transaction can only be aborted
+            self._txn_state = _TxnState.ABORTABLE_ERROR
             return
         self._producer_id = NO_PRODUCER_ID
         for topic in self._topics.values():

@@ -76,6 +76,7 @@ from pysparklog.storage.producer_state import (
     ProducerStateTracker,
     apply_entry,
     apply_run,
+    check_marker_epoch,
     check_sequence,
     next_sequence,
     replay_segment,
@@ -836,6 +837,8 @@ class PartitionLog:
                     max_timestamps[i] = duplicate.timestamp
                     continue
                 check_sequence(entry, pid, epoch, first_sequence)
+            elif pid >= 0 and entries.is_control[i]:
+                check_marker_epoch(updated.get(pid) or producers.get(pid), pid, epoch)
             first_offsets[i], last_offsets[i] = next_offset, next_offset + delta
             next_offset += delta + 1
             if pid >= 0:

@@ -252,6 +252,21 @@ def check_sequence(entry: ProducerEntry | None, producer_id: int, epoch: int, fi
             )
 
 
+def check_marker_epoch(entry: ProducerEntry | None, producer_id: int, epoch: int) -> None:
+    """Kafka's ``ProducerAppendInfo.appendEndTxnMarker`` check: a marker may not carry an epoch older
+    than the producer's, so a coordinator that has moved the producer on (fencing an older session)
+    cannot be overruled by a late marker of the old one.
+
+    Raises:
+        ProducerFencedError: ``epoch`` is older than the producer's current one.
+    """
+    if entry is not None and epoch < entry.producer_epoch:
+        raise ProducerFencedError(
+            f"transaction marker of producer {producer_id} with epoch {epoch} is fenced: the log has seen epoch "
+            f"{entry.producer_epoch}"
+        )
+
+
 def _entry_at_epoch(producers: dict[int, ProducerEntry], producer_id: int, epoch: int) -> ProducerEntry:
     """The producer's entry, created if new; a new epoch forgets the batches of the old one, as Kafka does."""
     entry = producers.get(producer_id)

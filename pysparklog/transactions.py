@@ -1,0 +1,409 @@
+"""Kafka's transaction coordinator on a log directory: transactional ids, epochs and end markers.
+
+A Kafka transaction works like this (``TransactionCoordinator``, KIP-98):
+
+- ``InitProducerId(transactional.id)`` maps the id to a producer id and bumps its epoch. The bump
+  fences every older session of the id; a transaction the old session left open is aborted first.
+- Before its first write to a partition in a transaction, the producer registers the partition
+  (``AddPartitionsToTxn``), so the coordinator knows where the transaction's markers go.
+- ``EndTxn(commit)`` is recorded durably as ``PrepareCommit`` or ``PrepareAbort``: that is the
+  decision. Then a COMMIT or ABORT control record is written to every registered partition, and
+  the state becomes ``CompleteCommit`` or ``CompleteAbort``.
+- A transaction left open longer than its timeout is aborted by the coordinator, with a bumped
+  epoch, so the stalled producer is fenced.
+
+Here the coordinator is whoever calls this module. Each transactional id's state is one small JSON
+file in the log directory, ``pysparklog-txn.<quoted id>.json``, changed under its ``.lock``. That
+file is ours: Kafka keeps the state in ``__transaction_state``. The producer ids, epochs, sequences
+and control records in the partitions are Kafka's, so Kafka's tools and ``read_committed``
+consumers understand the result.
+
+A decision is durable before any marker is written, and the markers are fsynced before the state
+says complete. After a crash, whoever touches the transactional id next rolls the decision forward:
+``init_producer_id``, ``end_transaction`` or ``abort_expired``. Marker writes are idempotent in
+effect: a second COMMIT for a transaction already closed closes nothing.
+
+``end_transaction`` may be called from another process than the producer's, with the producer id
+and epoch the producer was given. That is the two-phase commit of Kafka's KIP-939 (``prepare`` in
+one process, ``complete`` in another), and it is how Spark's driver commits the transactions its
+tasks wrote.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
+
+from pysparklog.errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    ProducerFencedError,
+    PySparkLogError,
+    UnknownTopicError,
+)
+from pysparklog.storage.checkpoints import write_atomically
+from pysparklog.storage.locking import FileLock
+from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.producer_ids import allocate_producer_id
+from pysparklog.storage.records.arrow_records import BatchSettings, encode_control_batch
+from pysparklog.storage.records.default_records import ControlRecordType, end_txn_marker
+from pysparklog.structs import TopicPartition
+
+TXN_FILE_PREFIX = "pysparklog-txn."
+_STATE_SUFFIX = ".json"
+_LOCK_SUFFIX = ".lock"
+_VERSION = 1
+#: Kafka bumps to a new producer id before an epoch would reach ``Short.MAX_VALUE``; an abort's
+#: fencing bump needs one epoch more than the session it fences.
+MAX_SESSION_EPOCH = 32765
+#: The coordinator epoch written in end markers: there is one coordinator, which never moves.
+COORDINATOR_EPOCH = 0
+
+Clock = Callable[[], int]
+
+
+class InvalidTxnStateError(PySparkLogError):
+    """The transaction is not in a state that allows the request (Kafka's ``InvalidTxnStateException``)."""
+
+
+class TransactionState(enum.StrEnum):
+    """Kafka's ``TransactionState``, as its tools print it."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+
+_PREPARED = {True: TransactionState.PREPARE_COMMIT, False: TransactionState.PREPARE_ABORT}
+_COMPLETED = {True: TransactionState.COMPLETE_COMMIT, False: TransactionState.COMPLETE_ABORT}
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSession:
+    """A producer id and the epoch one ``init_producer_id`` handed out (Kafka's ``ProducerIdAndEpoch``)."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTransaction:
+    """A transaction its producer flushed and left open for someone else to end with
+    ``TransactionCoordinator.end_transaction`` (KIP-939's ``PreparedTxnState``); picklable."""
+
+    transactional_id: str
+    session: ProducerSession
+
+
+@dataclass(slots=True)
+class TransactionMetadata:
+    """One transactional id's state (Kafka's ``TransactionMetadata``).
+
+    Attributes:
+        transactional_id: The id.
+        producer_id: Its producer id.
+        producer_epoch: The current epoch; a request with an older one is fenced.
+        state: Where its current (or last) transaction is.
+        partitions: The partitions the current transaction has registered, sorted.
+        timeout_ms: How long a transaction may stay open before it is aborted.
+        start_ms: When the current transaction registered its first partition (-1: none open).
+        update_ms: When the state last changed.
+    """
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: TransactionState = TransactionState.EMPTY
+    partitions: list[TopicPartition] = field(default_factory=list)
+    timeout_ms: int = 60000
+    start_ms: int = -1
+    update_ms: int = -1
+
+    @property
+    def session(self) -> ProducerSession:
+        return ProducerSession(self.producer_id, self.producer_epoch)
+
+    def encode(self) -> bytes:
+        document = {
+            "version": _VERSION,
+            "transactional_id": self.transactional_id,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "state": self.state.value,
+            "partitions": [[tp.topic, tp.partition] for tp in self.partitions],
+            "timeout_ms": self.timeout_ms,
+            "start_ms": self.start_ms,
+            "update_ms": self.update_ms,
+        }
+        return json.dumps(document, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, path: str) -> TransactionMetadata:
+        try:
+            document = json.loads(data)
+            if document["version"] != _VERSION:
+                raise ValueError(f"version {document['version']}, expected {_VERSION}")
+            return cls(
+                str(document["transactional_id"]),
+                int(document["producer_id"]),
+                int(document["producer_epoch"]),
+                TransactionState(document["state"]),
+                [TopicPartition(str(t), int(p)) for t, p in document["partitions"]],
+                int(document["timeout_ms"]),
+                int(document["start_ms"]),
+                int(document["update_ms"]),
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            raise CorruptRecordError(f"transaction state file {path} is not readable: {error}") from None
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def validate_transactional_id(transactional_id: str) -> None:
+    if not isinstance(transactional_id, str) or not transactional_id:
+        raise InvalidConfigError(f"transactional.id = {transactional_id!r} is invalid; accepted: a non-empty string")
+
+
+class TransactionCoordinator:
+    """The transaction coordinator of a log directory, run by its clients under per-id file locks.
+
+    Args:
+        log_dir: The log directory whose partitions the transactions write.
+        clock: Milliseconds of wall-clock time (tests pass their own).
+    """
+
+    def __init__(self, log_dir: LogDirectory, *, clock: Clock | None = None) -> None:
+        self.log_dir = log_dir
+        self._clock = clock or _wall_clock_ms
+
+    # -- the requests -------------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int) -> ProducerSession:
+        """A new session of ``transactional_id`` (Kafka's ``InitProducerId``): its producer id with a
+        bumped epoch, which fences every older session.
+
+        A transaction the previous session left open is aborted first, and one whose decision was
+        recorded but not finished is finished, so the new session starts clean.
+
+        Args:
+            transactional_id: The id.
+            timeout_ms: How long this session's transactions may stay open (``transaction.timeout.ms``).
+
+        Raises:
+            InvalidConfigError: An empty id or a timeout below 1.
+        """
+        validate_transactional_id(transactional_id)
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
+            raise InvalidConfigError(f"transaction.timeout.ms = {timeout_ms!r} is invalid; accepted: an integer >= 1")
+        with self._state(transactional_id) as (meta, save):
+            now = self._clock()
+            if meta is None:
+                meta = TransactionMetadata(transactional_id, allocate_producer_id(self.log_dir.path), 0)
+            else:
+                self._settle(meta, save)
+                if meta.producer_epoch >= MAX_SESSION_EPOCH:
+                    meta.producer_id, meta.producer_epoch = allocate_producer_id(self.log_dir.path), 0
+                else:
+                    meta.producer_epoch += 1
+            meta.state, meta.partitions, meta.start_ms = TransactionState.EMPTY, [], -1
+            meta.timeout_ms, meta.update_ms = timeout_ms, now
+            save(meta)
+            return meta.session
+
+    def add_partitions(self, transactional_id: str, session: ProducerSession, partitions: list[TopicPartition]) -> None:
+        """Register partitions in the session's transaction, opening it (Kafka's ``AddPartitionsToTxn``);
+        the producer must call this before it writes to a partition in the transaction.
+
+        Raises:
+            ProducerFencedError: A newer session of the id exists, or the transaction was aborted
+                (timed out) and the epoch bumped.
+            InvalidTxnStateError: The transaction is being ended.
+        """
+        with self._state(transactional_id) as (meta, save):
+            meta = self._check_session(transactional_id, meta, session)
+            if meta.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+                raise InvalidTxnStateError(
+                    f"transaction of {transactional_id!r} is {meta.state.value}: no partition can be added"
+                )
+            now = self._clock()
+            if meta.state != TransactionState.ONGOING:
+                meta.state, meta.partitions, meta.start_ms = TransactionState.ONGOING, [], now
+            added = set(meta.partitions).union(partitions)
+            if len(added) != len(meta.partitions):
+                meta.partitions = sorted(added)
+                meta.update_ms = now
+                save(meta)
+
+    def end_transaction(self, transactional_id: str, session: ProducerSession, *, commit: bool) -> None:
+        """Commit or abort the session's transaction (Kafka's ``EndTxn``): record the decision, write
+        the markers to every registered partition, fsync them, record completion.
+
+        Repeating a completed request does nothing; a decision recorded by a call that crashed is
+        finished. Ending a transaction that registered no partition completes at once.
+
+        Raises:
+            ProducerFencedError: A newer session of the id exists (for a commit this means the
+                transaction was aborted: its writes are not visible to ``read_committed`` readers).
+            InvalidTxnStateError: The opposite decision was already taken.
+            PySparkLogError: The id has no session.
+        """
+        with self._state(transactional_id) as (meta, save):
+            meta = self._check_session(transactional_id, meta, session)
+            if meta.state in (_COMPLETED[not commit], _PREPARED[not commit]):
+                raise InvalidTxnStateError(
+                    f"cannot {'commit' if commit else 'abort'} the transaction of {transactional_id!r}: it is "
+                    f"{meta.state.value}"
+                )
+            if meta.state == _COMPLETED[commit]:
+                return
+            if meta.state != _PREPARED[commit]:
+                meta.state, meta.update_ms = _PREPARED[commit], self._clock()
+                save(meta)
+            self._settle(meta, save)
+
+    def abort_expired(self) -> list[str]:
+        """Abort every transaction open longer than its timeout, fencing its producer (Kafka's
+        coordinator does this periodically); returns the transactional ids aborted."""
+        aborted = []
+        for transactional_id in self.transactional_ids():
+            with self._state(transactional_id) as (meta, save):
+                if meta is None or meta.state != TransactionState.ONGOING:
+                    continue
+                if self._clock() - meta.start_ms <= meta.timeout_ms:
+                    continue
+                self._abort_fencing(meta, save)
+                aborted.append(transactional_id)
+        return aborted
+
+    def abort(self, transactional_id: str) -> bool:
+        """Abort the id's open or unfinished transaction, fencing its producer (what Kafka's
+        ``kafka-transactions.sh abort`` does for a hanging transaction); False when none was open."""
+        with self._state(transactional_id) as (meta, save):
+            if meta is None:
+                return False
+            if meta.state == TransactionState.ONGOING:
+                self._abort_fencing(meta, save)
+                return True
+            was_unfinished = meta.state in _PREPARED.values()
+            self._settle(meta, save)
+            return was_unfinished
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        """The id's state, or None for an id never initialised."""
+        validate_transactional_id(transactional_id)
+        path = self._paths(transactional_id)[0]
+        try:
+            with open(path, "rb") as f:
+                return TransactionMetadata.decode(f.read(), path)
+        except FileNotFoundError:
+            return None
+
+    def transactional_ids(self, prefix: str = "") -> list[str]:
+        """The ids with a state file, sorted; only those starting with ``prefix`` when given."""
+        try:
+            names = os.listdir(self.log_dir.path)
+        except FileNotFoundError:
+            return []
+        ids = (
+            unquote(n[len(TXN_FILE_PREFIX) : -len(_STATE_SUFFIX)])
+            for n in names
+            if n.startswith(TXN_FILE_PREFIX) and n.endswith(_STATE_SUFFIX)
+        )
+        return sorted(i for i in ids if i.startswith(prefix))
+
+    def forget(self, transactional_id: str) -> None:
+        """Remove a completed id's state (a one-off id, as a batch write's, is never used again).
+
+        Raises:
+            InvalidTxnStateError: Its transaction is not complete.
+        """
+        with self._state(transactional_id) as (meta, _save):
+            if meta is not None and meta.state not in (*_COMPLETED.values(), TransactionState.EMPTY):
+                raise InvalidTxnStateError(f"transaction of {transactional_id!r} is {meta.state.value}")
+            state_path, lock_path = self._paths(transactional_id)
+            for path in (state_path, lock_path):
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _paths(self, transactional_id: str) -> tuple[str, str]:
+        base = os.path.join(self.log_dir.path, TXN_FILE_PREFIX + quote(transactional_id, safe=""))
+        return base + _STATE_SUFFIX, base + _LOCK_SUFFIX
+
+    @contextmanager
+    def _state(
+        self, transactional_id: str
+    ) -> Iterator[tuple[TransactionMetadata | None, Callable[[TransactionMetadata], None]]]:
+        """The id's state under its lock, and the function that makes a change durable."""
+        validate_transactional_id(transactional_id)
+        state_path, lock_path = self._paths(transactional_id)
+        os.makedirs(self.log_dir.path, exist_ok=True)
+        lock = FileLock(lock_path)
+        try:
+            with lock.exclusive():
+                meta = self.describe(transactional_id)
+                yield meta, lambda changed: write_atomically(state_path, changed.encode())
+        finally:
+            lock.close()
+
+    @staticmethod
+    def _check_session(
+        transactional_id: str, meta: TransactionMetadata | None, session: ProducerSession
+    ) -> TransactionMetadata:
+        if meta is None:
+            raise PySparkLogError(f"transactional id {transactional_id!r} has no producer session: initialise it first")
+        if session != meta.session:
+            raise ProducerFencedError(
+                f"producer {session.producer_id} epoch {session.producer_epoch} of transactional id "
+                f"{transactional_id!r} is fenced: the current session is producer {meta.producer_id} epoch "
+                f"{meta.producer_epoch}"
+            )
+        return meta
+
+    def _settle(self, meta: TransactionMetadata, save: Callable[[TransactionMetadata], None]) -> None:
+        """Leave no transaction behind: finish a recorded decision, abort an open transaction."""
+        if meta.state == TransactionState.ONGOING:
+            self._abort_fencing(meta, save)
+        elif meta.state in _PREPARED.values():
+            commit = meta.state == TransactionState.PREPARE_COMMIT
+            self._write_markers(meta, commit)
+            meta.state, meta.update_ms = _COMPLETED[commit], self._clock()
+            save(meta)
+
+    def _abort_fencing(self, meta: TransactionMetadata, save: Callable[[TransactionMetadata], None]) -> None:
+        """Abort an open transaction with the epoch bumped, as Kafka's coordinator aborts one it
+        fences: the markers carry the new epoch, so the old session cannot append after them."""
+        meta.producer_epoch += 1
+        meta.state, meta.update_ms = TransactionState.PREPARE_ABORT, self._clock()
+        save(meta)
+        self._settle(meta, save)
+
+    def _write_markers(self, meta: TransactionMetadata, commit: bool) -> None:
+        """A COMMIT or ABORT marker in each registered partition, then fsync, before completion is recorded."""
+        key, value = end_txn_marker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, COORDINATOR_EPOCH)
+        settings = BatchSettings(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transactional=True)
+        marker = encode_control_batch(key, value, settings)
+        for tp in meta.partitions:
+            try:
+                log = self.log_dir.partition(tp.topic, tp.partition)
+            except UnknownTopicError:  # deleted since: nothing left to close there
+                continue
+            try:
+                log.append(marker)
+                log.flush()
+            finally:
+                log.close()

@@ -1,0 +1,219 @@
+"""The transaction coordinator and the transactional producer: Kafka's sessions, fencing, markers,
+two-phase completion from another process, roll-forward after a crash, timeouts."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from pysparklog.errors import InvalidConfigError, ProducerFencedError, PySparkLogError
+from pysparklog.producer import Producer, ProducerConfig
+from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.records.arrow_records import BatchSettings
+from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
+from pysparklog.structs import TopicPartition
+from pysparklog.transactions import (
+    MAX_SESSION_EPOCH,
+    InvalidTxnStateError,
+    PreparedTransaction,
+    ProducerSession,
+    TransactionCoordinator,
+    TransactionState,
+)
+from tests.conftest import keyed_table
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> LogDirectory:
+    logs = LogDirectory(tmp_path)
+    logs.topics.create("t", 2)
+    return logs
+
+
+def _values(logs: LogDirectory, partition: int, isolation: str) -> list[bytes]:
+    log = logs.partition("t", partition)
+    try:
+        batches = list(log.read_arrow(0, isolation_level=isolation))
+    finally:
+        log.close()
+    return [v for b in batches for v in b.column("value").to_pylist()]
+
+
+def _producer(logs: LogDirectory, transactional_id: str = "tx", **settings: object) -> Producer:
+    config = ProducerConfig.from_properties({"transactional.id": transactional_id, "linger.ms": 0, **settings})
+    return Producer(logs, config)
+
+
+def _send(producer: Producer, partition: int, *values: bytes) -> None:
+    table = pa.table({"value": pa.array(values, pa.binary()), "partition": pa.array([partition] * len(values))})
+    producer.send_arrow("t", table)
+
+
+def test_committed_records_become_visible_to_read_committed_only_at_commit(logs: LogDirectory) -> None:
+    with _producer(logs) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        _send(producer, 0, b"a", b"b")
+        producer.send("t", b"c", partition=1).get(timeout=10)
+        assert _values(logs, 0, READ_COMMITTED) == []
+        assert _values(logs, 0, READ_UNCOMMITTED) == [b"a", b"b"]
+        producer.commit_transaction()
+    assert _values(logs, 0, READ_COMMITTED) == [b"a", b"b"]
+    assert _values(logs, 1, READ_COMMITTED) == [b"c"]
+    meta = TransactionCoordinator(logs).describe("tx")
+    assert meta is not None and meta.state is TransactionState.COMPLETE_COMMIT
+    assert meta.partitions == [TopicPartition("t", 0), TopicPartition("t", 1)]
+
+
+def test_aborted_records_stay_hidden_from_read_committed(logs: LogDirectory) -> None:
+    with _producer(logs) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        _send(producer, 0, b"gone")
+        producer.abort_transaction()
+        producer.begin_transaction()
+        _send(producer, 0, b"kept")
+        producer.commit_transaction()
+    assert _values(logs, 0, READ_COMMITTED) == [b"kept"]
+    assert _values(logs, 0, READ_UNCOMMITTED) == [b"gone", b"kept"]
+
+
+def test_a_new_session_aborts_the_open_transaction_and_fences_the_old_producer(logs: LogDirectory) -> None:
+    old = _producer(logs)
+    old.init_transactions()
+    old.begin_transaction()
+    _send(old, 0, b"zombie")
+    old_session = ProducerSession(old._producer_id, old._producer_epoch)
+    with _producer(logs) as new:
+        new.init_transactions()  # aborts the old session's transaction with a bumped epoch
+        assert _values(logs, 0, READ_COMMITTED) == []
+        with pytest.raises(ProducerFencedError):
+            _send(old, 0, b"late")  # partition 0 saw the bumped epoch in the ABORT marker
+        with pytest.raises(ProducerFencedError):  # a partition it never wrote: the coordinator refuses it
+            TransactionCoordinator(logs).add_partitions("tx", old_session, [TopicPartition("t", 1)])
+        new.begin_transaction()
+        _send(new, 0, b"fresh")
+        new.commit_transaction()
+    old.close()
+    assert _values(logs, 0, READ_COMMITTED) == [b"fresh"]
+
+
+def test_sending_outside_a_transaction_is_refused(logs: LogDirectory) -> None:
+    with _producer(logs) as producer:
+        with pytest.raises(PySparkLogError, match="before completing a call to initTransactions"):
+            producer.send("t", b"x")
+        producer.init_transactions()
+        with pytest.raises(PySparkLogError, match="Cannot call send in state READY"):
+            _send(producer, 0, b"x")
+    with Producer(logs) as plain, pytest.raises(PySparkLogError, match="without setting the transactional.id"):
+        plain.begin_transaction()
+
+
+def test_transactional_id_needs_idempotence() -> None:
+    with pytest.raises(InvalidConfigError, match="without also enabling idempotence"):
+        ProducerConfig.from_properties({"transactional.id": "x", "enable.idempotence": "false"})
+
+
+def _complete_in_another_process(log_dir: str, prepared: PreparedTransaction, commit: bool) -> None:
+    coordinator = TransactionCoordinator(LogDirectory(log_dir))
+    coordinator.end_transaction(prepared.transactional_id, prepared.session, commit=commit)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_prepared_transaction_is_ended_by_another_process(logs: LogDirectory, commit: bool) -> None:
+    with _producer(logs) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        _send(producer, 1, b"two-phase")
+        prepared = producer.prepare_transaction()
+        with pytest.raises(PySparkLogError, match="PREPARED"):
+            _send(producer, 1, b"more")
+    process = multiprocessing.get_context("spawn").Process(
+        target=_complete_in_another_process, args=(logs.path, prepared, commit)
+    )
+    process.start()
+    process.join(60)
+    assert process.exitcode == 0
+    assert _values(logs, 1, READ_COMMITTED) == ([b"two-phase"] if commit else [])
+    coordinator = TransactionCoordinator(logs)
+    coordinator.end_transaction("tx", prepared.session, commit=commit)  # a repeat does nothing
+    with pytest.raises(InvalidTxnStateError, match="cannot"):
+        coordinator.end_transaction("tx", prepared.session, commit=not commit)
+
+
+def test_a_decision_left_unfinished_by_a_crash_is_rolled_forward(
+    logs: LogDirectory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _producer(logs) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        _send(producer, 0, b"decided")
+        prepared = producer.prepare_transaction()
+    coordinator = TransactionCoordinator(logs)
+
+    def crash(*_: object) -> None:
+        raise OSError("killed while writing markers")
+
+    monkeypatch.setattr(TransactionCoordinator, "_write_markers", crash)
+    with pytest.raises(OSError):
+        coordinator.end_transaction("tx", prepared.session, commit=True)
+    monkeypatch.undo()
+    meta = coordinator.describe("tx")
+    assert meta is not None and meta.state is TransactionState.PREPARE_COMMIT
+    assert _values(logs, 0, READ_COMMITTED) == []
+    session = coordinator.init_producer_id("tx", 60000)  # the next session finishes the commit first
+    assert _values(logs, 0, READ_COMMITTED) == [b"decided"]
+    assert session == ProducerSession(prepared.session.producer_id, prepared.session.producer_epoch + 1)
+
+
+def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(logs: LogDirectory) -> None:
+    now = [1_000_000]
+    coordinator = TransactionCoordinator(logs, clock=lambda: now[0])
+    session = coordinator.init_producer_id("slow", 5000)
+    coordinator.add_partitions("slow", session, [TopicPartition("t", 0)])
+    now[0] += 5000
+    assert coordinator.abort_expired() == []
+    now[0] += 1
+    assert coordinator.abort_expired() == ["slow"]
+    meta = coordinator.describe("slow")
+    assert meta is not None and meta.state is TransactionState.COMPLETE_ABORT
+    assert meta.producer_epoch == session.producer_epoch + 1
+    with pytest.raises(ProducerFencedError):
+        coordinator.add_partitions("slow", session, [TopicPartition("t", 1)])
+
+
+def test_an_exhausted_epoch_moves_to_a_new_producer_id(logs: LogDirectory) -> None:
+    coordinator = TransactionCoordinator(logs)
+    first = coordinator.init_producer_id("old", 60000)
+    meta = coordinator.describe("old")
+    assert meta is not None
+    meta.producer_epoch = MAX_SESSION_EPOCH
+    Path(coordinator._paths("old")[0]).write_bytes(meta.encode())
+    second = coordinator.init_producer_id("old", 60000)
+    assert second.producer_epoch == 0 and second.producer_id != first.producer_id
+
+
+def test_a_stale_marker_is_fenced_by_the_log(logs: LogDirectory) -> None:
+    coordinator = TransactionCoordinator(logs)
+    session = coordinator.init_producer_id("m", 60000)
+    coordinator.add_partitions("m", session, [TopicPartition("t", 0)])
+    log = logs.partition("t", 0)
+    newer = BatchSettings(producer_id=session.producer_id, producer_epoch=session.producer_epoch + 2, base_sequence=0)
+    log.append_arrow(keyed_table(1), newer)
+    log.close()
+    with pytest.raises(ProducerFencedError, match="marker"):
+        coordinator.end_transaction("m", session, commit=False)
+
+
+def test_forget_removes_only_finished_ids(logs: LogDirectory) -> None:
+    coordinator = TransactionCoordinator(logs)
+    session = coordinator.init_producer_id("once", 60000)
+    coordinator.add_partitions("once", session, [TopicPartition("t", 0)])
+    with pytest.raises(InvalidTxnStateError):
+        coordinator.forget("once")
+    coordinator.end_transaction("once", session, commit=True)
+    coordinator.forget("once")
+    assert coordinator.describe("once") is None and coordinator.transactional_ids() == []
