@@ -145,7 +145,7 @@ def _default(name: str) -> Any:
     return key.parse(key.default)
 
 
-_ACCEPTED = sorted([*_KEYS, *_BOOLEANS, "partitioner.class", "transactional.id"])
+ACCEPTED_CONFIGS = sorted([*_KEYS, *_BOOLEANS, "partitioner.class", "transactional.id"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,8 +269,8 @@ class ProducerConfig:
                 value = _KEYS[name].parse(value)
             elif name in _BOOLEANS and isinstance(value, str):
                 value = _parse_bool(name, value)
-            elif name not in _ACCEPTED:
-                raise InvalidConfigError(f"unknown producer config {name!r}; accepted: {', '.join(_ACCEPTED)}")
+            elif name not in ACCEPTED_CONFIGS:
+                raise InvalidConfigError(f"unknown producer config {name!r}; accepted: {', '.join(ACCEPTED_CONFIGS)}")
             values[name.replace(".", "_")] = value
         return cls(**values)
 
@@ -765,12 +765,14 @@ class Producer:
         Raises:
             PySparkLogError: An append of the transaction failed (abort it), or no transaction is open.
         """
-        self._transactional("prepareTransaction")
+        coordinator = self._transactional("prepareTransaction")
         self.flush()
         with self._append_lock:
             self._check_committable("prepareTransaction")
+            assert self.config.transactional_id is not None
+            coordinator.prepare_transaction(self.config.transactional_id, self._session())
             self._txn_state = _TxnState.PREPARED
-            return PreparedTransaction(self.config.transactional_id or "", self._session())
+            return PreparedTransaction(self.config.transactional_id, self._session())
 
     def commit_transaction(self) -> None:
         """Append everything sent, then commit (Kafka's ``commitTransaction``): COMMIT markers in every

@@ -36,7 +36,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
@@ -117,6 +117,8 @@ class TransactionMetadata:
         timeout_ms: How long a transaction may stay open before it is aborted.
         start_ms: When the current transaction registered its first partition (-1: none open).
         update_ms: When the state last changed.
+        prepared: The producer prepared the transaction for another process to end (KIP-939): it
+            takes no more partitions and no timeout aborts it; only its end or a new session does.
     """
 
     transactional_id: str
@@ -127,6 +129,7 @@ class TransactionMetadata:
     timeout_ms: int = 60000
     start_ms: int = -1
     update_ms: int = -1
+    prepared: bool = False
 
     @property
     def session(self) -> ProducerSession:
@@ -143,6 +146,7 @@ class TransactionMetadata:
             "timeout_ms": self.timeout_ms,
             "start_ms": self.start_ms,
             "update_ms": self.update_ms,
+            "prepared": self.prepared,
         }
         return json.dumps(document, sort_keys=True).encode()
 
@@ -161,6 +165,7 @@ class TransactionMetadata:
                 int(document["timeout_ms"]),
                 int(document["start_ms"]),
                 int(document["update_ms"]),
+                bool(document["prepared"]),
             )
         except (ValueError, KeyError, TypeError) as error:
             raise CorruptRecordError(f"transaction state file {path} is not readable: {error}") from None
@@ -216,7 +221,7 @@ class TransactionCoordinator:
                     meta.producer_id, meta.producer_epoch = allocate_producer_id(self.log_dir.path), 0
                 else:
                     meta.producer_epoch += 1
-            meta.state, meta.partitions, meta.start_ms = TransactionState.EMPTY, [], -1
+            meta.state, meta.partitions, meta.start_ms, meta.prepared = TransactionState.EMPTY, [], -1, False
             meta.timeout_ms, meta.update_ms = timeout_ms, now
             save(meta)
             return meta.session
@@ -232,10 +237,9 @@ class TransactionCoordinator:
         """
         with self._state(transactional_id) as (meta, save):
             meta = self._check_session(transactional_id, meta, session)
-            if meta.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
-                raise InvalidTxnStateError(
-                    f"transaction of {transactional_id!r} is {meta.state.value}: no partition can be added"
-                )
+            if meta.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT) or meta.prepared:
+                state = "prepared" if meta.prepared else meta.state.value
+                raise InvalidTxnStateError(f"transaction of {transactional_id!r} is {state}: no partition can be added")
             now = self._clock()
             if meta.state != TransactionState.ONGOING:
                 meta.state, meta.partitions, meta.start_ms = TransactionState.ONGOING, [], now
@@ -244,6 +248,35 @@ class TransactionCoordinator:
                 meta.partitions = sorted(added)
                 meta.update_ms = now
                 save(meta)
+
+    def prepare_transaction(self, transactional_id: str, session: ProducerSession) -> None:
+        """Mark the session's transaction prepared: its producer has appended everything and leaves the
+        decision to another process (KIP-939). From now on it takes no partition and no timeout aborts it.
+
+        Raises:
+            ProducerFencedError: A newer session of the id exists.
+            InvalidTxnStateError: The transaction is being ended or already ended.
+        """
+        with self._state(transactional_id) as (meta, save):
+            meta = self._check_session(transactional_id, meta, session)
+            if meta.state not in (TransactionState.EMPTY, TransactionState.ONGOING):
+                raise InvalidTxnStateError(
+                    f"cannot prepare the transaction of {transactional_id!r}: it is {meta.state.value}"
+                )
+            if not meta.prepared:
+                meta.prepared, meta.update_ms = True, self._clock()
+                save(meta)
+
+    @contextmanager
+    def hold(self, transactional_ids: list[str]) -> Iterator[dict[str, TransactionMetadata | None]]:
+        """The states of several ids, locked together (in sorted order, so holders never deadlock): what
+        they are cannot change until the block ends. Call no other method of a held id inside it."""
+        with ExitStack() as stack:
+            states = {}
+            for transactional_id in sorted(set(transactional_ids)):
+                meta, _save = stack.enter_context(self._state(transactional_id))
+                states[transactional_id] = meta
+            yield states
 
     def end_transaction(self, transactional_id: str, session: ProducerSession, *, commit: bool) -> None:
         """Commit or abort the session's transaction (Kafka's ``EndTxn``): record the decision, write
@@ -278,7 +311,7 @@ class TransactionCoordinator:
         aborted = []
         for transactional_id in self.transactional_ids():
             with self._state(transactional_id) as (meta, save):
-                if meta is None or meta.state != TransactionState.ONGOING:
+                if meta is None or meta.state != TransactionState.ONGOING or meta.prepared:
                     continue
                 if self._clock() - meta.start_ms <= meta.timeout_ms:
                     continue
