@@ -579,7 +579,26 @@ class PySparkLogStreamWriter(DataSourceStreamArrowWriter):
             SinkCommitLog(LogDirectory(self.options.path), first.sink_id).commit(first.query_id, batchId, writes)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
-        # Without a reporting task the sink id is unknown here: the tasks' next attempts abort what they left.
+        if self.options.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            return
         writes = _writes(messages)
-        if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and writes:
-            SinkCommitLog(LogDirectory(self.options.path), writes[0].sink_id).abort()
+        query_id = _checkpoint_query_id(self.options.checkpoint_location)
+        sink_id = writes[0].sink_id if writes else query_id and streaming_sink_id(self.options, query_id)
+        if sink_id:
+            SinkCommitLog(LogDirectory(self.options.path), sink_id).abort()
+        else:  # the tasks' next attempts, or the timeout, abort what the failed ones left open
+            _log.warning("pysparklog: batch %d aborted; its query id is unknown here (no checkpoint)", batchId)
+
+
+def _checkpoint_query_id(location: str | None) -> str | None:
+    """The query id Spark keeps in ``<checkpointLocation>/metadata`` (``{"id": ...}``), when the location is
+    a local or mounted path; None otherwise."""
+    if not location:
+        return None
+    path = os.path.join(location.removeprefix("file:"), "metadata")
+    try:
+        with open(path, encoding="utf-8") as f:
+            query_id = json.loads(f.readline()).get("id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return query_id if isinstance(query_id, str) else None

@@ -183,6 +183,8 @@ class SinkOptions:
             (default :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`).
         ignored_options: The other ``kafka.*`` options (``kafka.bootstrap.servers``, security settings...),
             accepted so that a migrated query needs no edit, as the caller spelled them, for the writer to log.
+        checkpoint_location: The streaming query's ``checkpointLocation``, which Spark passes on: where
+            the driver finds the query's id when no task reported it.
     """
 
     path: str
@@ -194,6 +196,7 @@ class SinkOptions:
     transactional_id_prefix: str | None
     transaction_timeout_ms: int
     ignored_options: tuple[str, ...]
+    checkpoint_location: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -208,6 +211,7 @@ class SinkOptions:
                 (``kafka.`` prefix included) and what they accept.
         """
         given, producer_values, spelled, ignored = _known_options(options)
+        checkpoint = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
         path, topic = _path(given), _topic(given)
         guarantee = _one_of(given, DELIVERY_GUARANTEE, _DELIVERY_GUARANTEES, DeliveryGuarantee.EXACTLY_ONCE)
         timeout = given.get(KAFKA_TRANSACTION_TIMEOUT_MS)
@@ -237,6 +241,7 @@ class SinkOptions:
             transactional_id_prefix=transactional_id,
             transaction_timeout_ms=timeout_ms,
             ignored_options=tuple(ignored),
+            checkpoint_location=checkpoint,
         )
 
 
