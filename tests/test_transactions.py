@@ -217,3 +217,22 @@ def test_forget_removes_only_finished_ids(logs: LogDirectory) -> None:
     coordinator.end_transaction("once", session, commit=True)
     coordinator.forget("once")
     assert coordinator.describe("once") is None and coordinator.transactional_ids() == []
+
+
+def test_a_prepared_transaction_outlives_its_timeout(logs: LogDirectory) -> None:
+    """KIP-939: once prepared, only its end or a new session decides it; the timeout does not."""
+    now = [1_000_000]
+    coordinator = TransactionCoordinator(logs, clock=lambda: now[0])
+    session = coordinator.init_producer_id("two-phase", 1000)
+    coordinator.add_partitions("two-phase", session, [TopicPartition("t", 0)])
+    coordinator.prepare_transaction("two-phase", session)
+    now[0] += 10_000
+    assert coordinator.abort_expired() == []
+    with pytest.raises(InvalidTxnStateError, match="prepared"):
+        coordinator.add_partitions("two-phase", session, [TopicPartition("t", 1)])
+    with coordinator.hold(["two-phase"]) as states:
+        meta = states["two-phase"]
+        assert meta is not None and meta.prepared and meta.session == session
+    coordinator.end_transaction("two-phase", session, commit=True)
+    meta = coordinator.describe("two-phase")
+    assert meta is not None and meta.state is TransactionState.COMPLETE_COMMIT
