@@ -32,6 +32,7 @@ it appears whole or not at all.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -48,6 +49,8 @@ from pysparklog.storage.checkpoints import write_atomically
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.transactions import PreparedTransaction, ProducerSession, TransactionCoordinator
+
+_log = logging.getLogger(__name__)
 
 SINK_FILE_PREFIX = "pysparklog-sink."
 _VERSION = 1
@@ -270,9 +273,20 @@ class SinkCommitLog:
                 if decision is None or not same_query or decision.batch_id < batch_id:
                     decision = self._decide(coordinator, query_id, batch_id, writes)
                     self._finish(coordinator, decision)
+                self._abort_orphans(coordinator, decision)
         finally:
             lock.close()
         coordinator.abort_expired()
+
+    def _abort_orphans(self, coordinator: TransactionCoordinator, decision: SinkDecision) -> None:
+        """Abort the sink's transactions left open by a run that died: a re-run of a batch may plan fewer
+        tasks, so no new session of theirs would ever abort them, and prepared ones never time out. Spark
+        runs a query's micro-batches one at a time, so once a batch is committed no task of the query is
+        writing and every other open transaction of the sink is an orphan."""
+        decided = {txn.transactional_id for txn in decision.transactions}
+        for transactional_id in self._task_ids(coordinator):
+            if transactional_id not in decided and coordinator.abort(transactional_id):
+                _log.info("sink %s: aborted the transaction %s a failed run left open", self.sink_id, transactional_id)
 
     def _decide(
         self, coordinator: TransactionCoordinator, query_id: str | None, batch_id: int, writes: list[TaskWrite]

@@ -414,7 +414,7 @@ class TransactionCoordinator:
         elif meta.state in _PREPARED.values():
             commit = meta.state == TransactionState.PREPARE_COMMIT
             self._write_markers(meta, commit)
-            meta.state, meta.update_ms = _COMPLETED[commit], self._clock()
+            meta.state, meta.update_ms, meta.prepared = _COMPLETED[commit], self._clock(), False
             save(meta)
 
     def _abort_fencing(self, meta: TransactionMetadata, save: Callable[[TransactionMetadata], None]) -> None:

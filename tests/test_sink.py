@@ -155,3 +155,19 @@ def test_missing_topics_are_created_or_refused(logs: LogDirectory) -> None:
     with pytest.raises(UnknownTopicError, match="autoCreateTopics is false"):
         write_task(options, columns, _rows("v"), sink_id="s2", query_id="q", batch_id=0, task=0)
     assert "absent" not in logs.topics.names()
+
+
+def test_a_re_run_with_fewer_tasks_aborts_the_transactions_of_the_missing_ones(logs: LogDirectory) -> None:
+    """A re-run may plan fewer tasks: no new session would ever abort the others' transactions, prepared ones
+    never time out, and they would hold back the last stable offset for good."""
+    for task in range(4):
+        _task(logs, 0, task, f"first-{task}")  # the driver died before deciding
+    rerun = [_task(logs, 0, 0, "a", "b"), _task(logs, 0, 1, "c")]
+    _commit(logs, 0, rerun)
+    assert _values(logs) == [b"a", b"b", b"c"]
+    for partition in (0, 1):
+        with logs.partition("out", partition) as log:
+            assert log.last_stable_offset == log.log_end_offset
+    coordinator = TransactionCoordinator(logs)
+    orphan = coordinator.describe(f"{rerun[0].sink_id}-3")
+    assert orphan is not None and orphan.state is TransactionState.COMPLETE_ABORT and not orphan.prepared
