@@ -31,6 +31,7 @@ it appears whole or not at all.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -57,6 +58,18 @@ _VERSION = 1
 #: Rows a task gathers per topic before handing them to the producer: Spark's Arrow batches hold
 #: 10 000 rows by default, and fewer, larger appends cost less per record.
 _GATHER_BYTES = 8 * 1024 * 1024
+
+
+@functools.cache
+def _coordinator(path: str) -> TransactionCoordinator:
+    return TransactionCoordinator(LogDirectory(path))
+
+
+def coordinator_for(logs: LogDirectory) -> TransactionCoordinator:
+    """One coordinator per log directory and process: Spark runs the sink's commits in a reused Python
+    worker, where the partition logs the coordinator keeps open spare each commit a rebuild of their
+    producer state."""
+    return _coordinator(logs.path)
 
 
 class SinkCommitError(PySparkLogError):
@@ -258,7 +271,7 @@ class SinkCommitLog:
             SinkCommitError: A transaction is no longer the one its task prepared (a later attempt of
                 the task fenced it); nothing of the batch is committed.
         """
-        coordinator = TransactionCoordinator(self._logs)
+        coordinator = coordinator_for(self._logs)
         lock = FileLock(self._lock_path)
         try:
             with lock.exclusive():
@@ -316,7 +329,7 @@ class SinkCommitLog:
         """Abort every open transaction of the sink's tasks (Spark aborts a write that failed): those
         the tasks reported and those of tasks that failed before reporting, whose producers are fenced.
         A decided transaction is finished instead. Returns the transactional ids aborted."""
-        coordinator = TransactionCoordinator(self._logs)
+        coordinator = coordinator_for(self._logs)
         return [tid for tid in self._task_ids(coordinator) if coordinator.abort(tid)]
 
     def _task_ids(self, coordinator: TransactionCoordinator) -> list[str]:
@@ -326,7 +339,7 @@ class SinkCommitLog:
 
     def forget(self) -> None:
         """Remove a finished one-off sink's files (a batch write's): its ids are never used again."""
-        coordinator = TransactionCoordinator(self._logs)
+        coordinator = coordinator_for(self._logs)
         for transactional_id in self._task_ids(coordinator):
             coordinator.forget(transactional_id)
         for path in (self.path, self._lock_path):

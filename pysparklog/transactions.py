@@ -49,6 +49,7 @@ from pysparklog.errors import (
 )
 from pysparklog.storage.checkpoints import write_atomically
 from pysparklog.storage.locking import FileLock
+from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.producer_ids import allocate_producer_id
 from pysparklog.storage.records.arrow_records import BatchSettings, encode_control_batch
@@ -191,6 +192,14 @@ class TransactionCoordinator:
     def __init__(self, log_dir: LogDirectory, *, clock: Clock | None = None) -> None:
         self.log_dir = log_dir
         self._clock = clock or _wall_clock_ms
+        # Partitions markers went to, kept open: a log opened anew rebuilds its producer state first.
+        self._partition_logs: dict[TopicPartition, PartitionLog] = {}
+
+    def close(self) -> None:
+        """Close the partition logs markers were written to."""
+        for log in self._partition_logs.values():
+            log.close()
+        self._partition_logs.clear()
 
     # -- the requests -------------------------------------------------------------------------
 
@@ -431,12 +440,16 @@ class TransactionCoordinator:
         settings = BatchSettings(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transactional=True)
         marker = encode_control_batch(key, value, settings)
         for tp in meta.partitions:
-            try:
-                log = self.log_dir.partition(tp.topic, tp.partition)
-            except UnknownTopicError:  # deleted since: nothing left to close there
-                continue
+            log = self._partition_logs.get(tp)
+            if log is None:
+                try:
+                    log = self._partition_logs[tp] = self.log_dir.partition(tp.topic, tp.partition)
+                except UnknownTopicError:  # deleted since: nothing left to close there
+                    continue
             try:
                 log.append(marker)
                 log.flush()
-            finally:
+            except BaseException:
+                del self._partition_logs[tp]
                 log.close()
+                raise

@@ -790,9 +790,13 @@ class PartitionLog:
                 cache.open_txns,
             )
         else:
-            producers = self._producers.load(
-                self._list_segments(), state.active_base, state.active_size, state.log_end_offset
+            bases = self._list_segments()
+            producers, replayed_from = self._producers.load_replayed(
+                bases, state.active_base, state.active_size, state.log_end_offset
             )
+            if state.log_end_offset - replayed_from >= SNAPSHOT_AFTER_REPLAY:
+                # The next process would replay it all again (every Spark task has a new producer): keep it.
+                self._producers.write_snapshot(state.log_end_offset, producers, bases)
             cache = self._producer_cache = _ProducerCache(producers, 0, 0, 0, OpenTransactions.of(producers))
         cache.active_base, cache.active_size, cache.log_end_offset = (
             state.active_base,
@@ -821,13 +825,14 @@ class PartitionLog:
         last_offsets = np.empty(n, dtype=np.int64)
         max_timestamps = entries.max_timestamps.copy()
         next_offset = active.state.log_end_offset
-        followed = entries.is_transactional | entries.is_control
+        is_control = entries.is_control
+        followed = entries.is_transactional | is_control
         open_txns: OpenTransactions | None = None
         aborted: list[AbortedTxn] = []
         for i, row in enumerate(entries.rows):
             pid, epoch, delta = int(row[k.E_PRODUCER_ID]), int(row[k.E_PRODUCER_EPOCH]), int(row[k.E_LAST_OFFSET_DELTA])
             first_sequence = int(row[k.E_BASE_SEQUENCE])
-            if pid >= 0 and first_sequence >= 0 and not entries.is_control[i]:
+            if pid >= 0 and first_sequence >= 0 and not is_control[i]:
                 entry = updated.get(pid) or producers.get(pid)
                 last_sequence = next_sequence(first_sequence, delta)
                 duplicate = entry.duplicate_of(epoch, first_sequence, last_sequence) if entry else None
@@ -837,7 +842,7 @@ class PartitionLog:
                     max_timestamps[i] = duplicate.timestamp
                     continue
                 check_sequence(entry, pid, epoch, first_sequence)
-            elif pid >= 0 and entries.is_control[i]:
+            elif pid >= 0 and is_control[i]:
                 check_marker_epoch(updated.get(pid) or producers.get(pid), pid, epoch)
             first_offsets[i], last_offsets[i] = next_offset, next_offset + delta
             next_offset += delta + 1
@@ -1501,6 +1506,12 @@ class PartitionLog:
         with self._write_mutex, self._lock.exclusive() as fd:
             state = self._read_state(fd)
             self._active = self._recover(fd, None if state is None else state.recovery_point)
+
+
+#: Offsets of log a process may replay to rebuild producer state before it snapshots the result at the log
+#: end (besides the snapshot of every roll), so that the next process starts from there. Kafka's broker keeps
+#: the state in memory and needs no such snapshot; short-lived writers (a Spark task each) do.
+SNAPSHOT_AFTER_REPLAY = 100_000
 
 
 def _is_one_producer_run(entries: EntryTable) -> bool:

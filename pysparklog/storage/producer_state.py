@@ -34,7 +34,9 @@ from pysparklog.storage.checkpoints import write_atomically
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.default_records import (
+    CONTROL_FLAG_MASK,
     MAGIC_V2,
+    TRANSACTIONAL_FLAG_MASK,
     ControlRecordType,
     control_record_type,
     parse_end_txn_marker_value,
@@ -423,6 +425,24 @@ class ProducerStateTracker:
 
     def load(self, bases: list[int], active_base: int, active_size: int, offset: int) -> dict[int, ProducerEntry]:
         """Producer state as of ``offset`` (exclusive): the latest snapshot below it plus a replay."""
+        return self.load_replayed(bases, active_base, active_size, offset)[0]
+
+    def write_snapshot(self, offset: int, producers: Mapping[int, ProducerEntry], bases: list[int]) -> None:
+        """Snapshot the state as of ``offset`` (not a segment base), replacing an earlier such snapshot: at
+        most one snapshot between segment bases is kept, as Kafka removes stray ones."""
+        write_atomically(self.snapshot_path(offset), encode_snapshot(snapshot_entries(producers)))
+        at_bases = set(bases)
+        for other in self.snapshot_offsets():
+            if other < offset and other not in at_bases and other > max((b for b in bases if b <= offset), default=0):
+                try:
+                    os.remove(self.snapshot_path(other))
+                except FileNotFoundError:  # another process removed it
+                    pass
+
+    def load_replayed(
+        self, bases: list[int], active_base: int, active_size: int, offset: int
+    ) -> tuple[dict[int, ProducerEntry], int]:
+        """``load``, and the offset the replay started from (the snapshot's, else 0)."""
         earlier = [o for o in self.snapshot_offsets() if o <= offset]
         start = earlier[-1] if earlier else 0
         producers: dict[int, ProducerEntry] = {}
@@ -438,7 +458,7 @@ class ProducerStateTracker:
             segment = LogSegment(self.directory, base)
             end = active_size if base == active_base else segment.size()
             replay_segment(producers, segment, 0, end, start, offset)
-        return producers
+        return producers, start
 
     def state_at(
         self, bases: list[int], active_base: int, active_size: int, offset: int
@@ -508,7 +528,9 @@ def apply_entry(
     """``apply_batch`` for batch ``i`` of ``entries`` (in ``buf``), reading a control batch's marker."""
     marker_epoch = None
     marker_type = None
-    if entries.is_control[i]:
+    row = entries.rows[i]
+    attributes = int(row[k.E_ATTRIBUTES]) if row[k.E_MAGIC] >= MAGIC_V2 else 0
+    if attributes & CONTROL_FLAG_MASK:
         # An end-transaction marker closes the producer's transaction and carries the coordinator epoch.
         marker = next(decode_entries(buf, entries.select(slice(i, i + 1)), topic="", partition=0), None)
         previous = producers.get(int(entries.rows[i][k.E_PRODUCER_ID]))
@@ -522,7 +544,7 @@ def apply_entry(
         producers,
         entries.rows[i],
         last_offset,
-        transactional=bool(entries.is_transactional[i]),
+        transactional=bool(attributes & TRANSACTIONAL_FLAG_MASK),
         end_marker_coordinator_epoch=marker_epoch,
         end_marker_type=marker_type,
     )

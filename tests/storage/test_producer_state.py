@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pysparklog import BatchSettings, CorruptRecordError, LogConfig, LogDirectory
+from pysparklog.storage import log as log_module
 from pysparklog.storage.producer_state import ProducerSnapshotEntry, decode_snapshot, encode_snapshot
 from tests.conftest import keyed_table
 
@@ -41,3 +42,30 @@ def test_snapshot_corruption_is_reported() -> None:
         decode_snapshot(b"\x00\x03" + bytes(data[2:]))
     with pytest.raises(CorruptRecordError, match="shorter than its 10-byte header"):
         decode_snapshot(b"\x00\x01")
+
+
+def test_a_long_replay_is_snapshotted_at_the_log_end_for_the_next_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each Spark task is a new writer that would replay the whole active segment: the first one to replay
+    more than ``SNAPSHOT_AFTER_REPLAY`` offsets keeps the result, and only the latest such snapshot stays."""
+    monkeypatch.setattr(log_module, "SNAPSHOT_AFTER_REPLAY", 50)
+    logs = LogDirectory(tmp_path)
+    settings = BatchSettings(producer_id=3, producer_epoch=0, base_sequence=0, max_batch_bytes=500)
+    with logs.partition("t", 0) as log:
+        log.append_arrow(keyed_table(40), settings)
+    directory = Path(tmp_path) / "t-0"
+    with logs.partition("t", 0) as log:  # a replay of 40 offsets: below the threshold
+        log.append_arrow(keyed_table(40, start=40), BatchSettings(producer_id=3, producer_epoch=0, base_sequence=40))
+    assert sorted(p.name for p in directory.glob("*.snapshot")) == []
+    with logs.partition("t", 0) as log:  # 80 offsets replayed: snapshotted at the log end, 80
+        log.append_arrow(keyed_table(40, start=80), BatchSettings(producer_id=3, producer_epoch=0, base_sequence=80))
+    assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{80:020d}.snapshot"]
+    assert decode_snapshot((directory / f"{80:020d}.snapshot").read_bytes())[0].last_sequence == 79
+    with logs.partition("t", 0) as log:  # replays 40 offsets from the snapshot: nothing new
+        log.append_arrow(keyed_table(40, start=120), BatchSettings(producer_id=3, producer_epoch=0, base_sequence=120))
+    assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{80:020d}.snapshot"]
+    with logs.partition("t", 0) as log:  # 80 offsets past it: a new one replaces it
+        log.append_arrow(keyed_table(1, start=160), BatchSettings(producer_id=3, producer_epoch=0, base_sequence=160))
+        assert log.log_end_offset == 161
+    assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{160:020d}.snapshot"]
