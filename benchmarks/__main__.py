@@ -14,6 +14,7 @@ from benchmarks import (
     bench_producer,
     bench_records,
     bench_retention,
+    bench_sink,
     bench_source,
 )
 from benchmarks.common import RECORDS, markdown, pin_to_one_core, records_table
@@ -31,6 +32,7 @@ def main() -> int:
         + bench_compaction.run(table)
         + bench_producer.run()
         + bench_source.run()
+        + bench_sink.run()
     )
     print(
         f"pysparklog benchmarks: {RECORDS:,} records (10-byte keys, 100-byte values), pinned to core {core} "

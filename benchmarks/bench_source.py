@@ -23,7 +23,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from benchmarks.common import Result, markdown, rate, records_table
+from benchmarks.common import REPO, Result, local_spark, markdown, rate, records_table, run_available_now
 from pysparklog.datasource_v2 import RangesPartition, read_ranges
 from pysparklog.offset_ranges import OffsetRange
 from pysparklog.spark_arrow import SOURCE_SCHEMA, arrow_schema
@@ -52,7 +51,6 @@ MEMORY_TARGET_MB = 300
 _TOPIC = "bench"
 _TINY_TOPIC = "tiny"
 _WARM_TOPIC = "warm"
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The peak is read from VmHWM: ``ru_maxrss`` survives ``exec`` on Linux, so in a child of this
 # process it would report this process's peak.
 _MEMORY_PROBE = """
@@ -208,33 +206,12 @@ class SyntheticArrowSource(DataSource):
 
 
 def _session() -> SparkSession:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_REPO, os.environ.get("PYTHONPATH")]))
-    spark = (
-        SparkSession.builder.master(f"local[{PARTITIONS}]")
-        .appName("pysparklog-bench-source")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(SyntheticArrowSource)
-    spark.dataSource.register(IpcArrowSource)
-    return spark
+    return local_spark("pysparklog-bench-source", PARTITIONS, (SyntheticArrowSource, IpcArrowSource))
 
 
 def _run_available_now(spark: SparkSession, reader: Any, checkpoint: str) -> tuple[float, int]:
     """Seconds and micro-batches of an AvailableNow query of ``reader`` into the noop sink."""
-    started = time.perf_counter()
-    query = (
-        reader.writeStream.format("noop").trigger(availableNow=True).option("checkpointLocation", checkpoint).start()
-    )
-    query.awaitTermination()
-    seconds = time.perf_counter() - started
-    batches = sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
-    return seconds, batches
+    return run_available_now(reader.writeStream.format("noop").option("checkpointLocation", checkpoint))
 
 
 def _fill(path: str, root: str) -> list[str]:
@@ -266,7 +243,7 @@ def _peak_task_memory_mb(path: str) -> tuple[int, int]:
         capture_output=True,
         text=True,
         check=True,
-        cwd=_REPO,
+        cwd=REPO,
     ).stdout.split()
     return int(out[0]), int(out[1])
 

@@ -10,18 +10,27 @@ from __future__ import annotations
 import os
 import re
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.datasource import DataSource
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 RECORDS = 1_000_000
 KEY_BYTES = 10
 VALUE_BYTES = 100
 TOPIC = "bench"
 _FIRST_TIMESTAMP_MS = 1_700_000_000_000
+#: The repository: Spark's Python workers need it on their path to import ``benchmarks``.
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A 100-byte JSON event: digits vary per record, the rest repeats, so zstd sees realistic redundancy.
 _VALUE_TEMPLATE = b'{"id":##########,"user":"u######","amount":#####.##,"currency":"EUR","status":"settled"}'
@@ -74,6 +83,42 @@ def measure(fn: Callable[[], object], repeats: int, *, warmup: int = 1) -> Timin
         fn()
         seconds.append(time.perf_counter() - start)
     return Timing(seconds)
+
+
+def local_spark(
+    app_name: str, slots: int, sources: Iterable[type[DataSource]] = (), conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """A local SparkSession with ``slots`` task slots whose Python workers run this interpreter, reused
+    between tasks, without the UI, logging errors only, with ``sources`` registered."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    builder = (
+        SparkSession.builder.master(f"local[{slots}]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.shuffle.partitions", str(slots))
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    for source in sources:
+        spark.dataSource.register(source)
+    return spark
+
+
+def run_available_now(writer: DataStreamWriter) -> tuple[float, int]:
+    """Seconds and micro-batches with rows of a streaming query run with ``Trigger.AvailableNow``: wall time
+    from ``start()`` to the end of ``awaitTermination()``, which raises if the query failed."""
+    started = time.perf_counter()
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    return seconds, sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
 
 
 def _digits(values: np.ndarray, width: int) -> np.ndarray:
