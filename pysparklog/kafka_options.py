@@ -322,17 +322,17 @@ class SourceOptions:
             starting_offsets=starting,
             ending_offsets=ending,
             timestamp_strategy=timestamp_strategy,
-            fail_on_data_loss=_optional(given, FAIL_ON_DATA_LOSS, _boolean, default=True),
+            fail_on_data_loss=_optional(given, FAIL_ON_DATA_LOSS, parse_boolean, default=True),
             max_offsets_per_trigger=max_offsets,
             min_offsets_per_trigger=min_offsets,
             max_trigger_delay_ms=delay_ms,
             min_partitions=_optional(given, MIN_PARTITIONS, _positive_int),
             max_records_per_partition=_optional(given, MAX_RECORDS_PER_PARTITION, _positive_long),
-            include_headers=_optional(given, INCLUDE_HEADERS, _boolean, default=False),
+            include_headers=_optional(given, INCLUDE_HEADERS, parse_boolean, default=False),
             isolation_level=_isolation_level(given),
             group_id=_group_id(given),
             assignor=_assignor(given),
-            initial_offsets_location=_optional(given, INITIAL_OFFSETS_LOCATION, _non_empty),
+            initial_offsets_location=_optional(given, INITIAL_OFFSETS_LOCATION, parse_non_empty),
             ignored_options=tuple(ignored),
             warnings=tuple(warnings),
         )
@@ -539,7 +539,7 @@ def _path(given: Mapping[str, str]) -> str:
         raise InvalidConfigError(
             "option path is missing; accepted: the log directory, as .load(path) or .option('path', ...)"
         )
-    return _non_empty(PATH, given[PATH])
+    return parse_non_empty(PATH, given[PATH])
 
 
 def _isolation_level(given: Mapping[str, str]) -> IsolationLevel:
@@ -553,7 +553,7 @@ def _isolation_level(given: Mapping[str, str]) -> IsolationLevel:
 
 def _group_id(given: Mapping[str, str]) -> str | None:
     value = _one_of_synonyms(given, GROUP_ID, KAFKA_GROUP_ID)
-    return None if value is None else _non_empty(GROUP_ID, value)
+    return None if value is None else parse_non_empty(GROUP_ID, value)
 
 
 def _one_of_synonyms(given: Mapping[str, str], name: str, synonym: str) -> str | None:
@@ -582,13 +582,15 @@ def _optional(given: Mapping[str, str], name: str, convert: Callable[[str, str],
     return convert(name, given[name]) if name in given else default
 
 
-def _non_empty(name: str, value: str) -> str:
+def parse_non_empty(name: str, value: str) -> str:
+    """An option that must not be blank (shared with the sink's options)."""
     if not value.strip():
         raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: a non-empty string")
     return value
 
 
-def _boolean(name: str, value: str) -> bool:
+def parse_boolean(name: str, value: str) -> bool:
+    """A boolean option as Spark reads one: true or false in any case (shared with the sink's options)."""
     text = value.strip().lower()
     if text not in ("true", "false"):
         raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: true, false")

@@ -75,6 +75,7 @@ from pyspark.sql.types import (
 )
 
 from pysparklog.errors import InvalidConfigError, InvalidTopicError, PySparkLogError
+from pysparklog.kafka_options import parse_boolean, parse_non_empty
 from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import ACCEPTED_CONFIGS as _PRODUCER_CONFIGS
 from pysparklog.producer import ProducerConfig
@@ -223,7 +224,7 @@ class SinkOptions:
         producer = _producer_config(producer_values, spelled, guarantee, given.get(NULL_KEY_STRATEGY), timeout_ms)
         transactional_id = given.get(KAFKA_TRANSACTIONAL_ID)
         if transactional_id is not None:
-            _non_empty(spelled[KAFKA_TRANSACTIONAL_ID], transactional_id)
+            parse_non_empty(spelled[KAFKA_TRANSACTIONAL_ID], transactional_id)
             if not producer.idempotent:  # Kafka's ProducerConfig refuses it so
                 raise InvalidConfigError(
                     f"Cannot set a transactional.id without also enabling idempotence: "
@@ -235,7 +236,7 @@ class SinkOptions:
             path=path,
             topic=topic,
             delivery_guarantee=guarantee,
-            auto_create_topics=_boolean(AUTO_CREATE_TOPICS, given.get(AUTO_CREATE_TOPICS, "true")),
+            auto_create_topics=parse_boolean(AUTO_CREATE_TOPICS, given.get(AUTO_CREATE_TOPICS, "true")),
             save_mode=_one_of(given, SAVE_MODE, _SAVE_MODES, SaveMode.APPEND),
             producer=producer,
             transactional_id_prefix=transactional_id,
@@ -367,7 +368,7 @@ def _path(given: Mapping[str, str]) -> str:
         raise InvalidConfigError(
             'option path is missing; accepted: the log directory, as .option("path", dir) or .save(dir) / .start(dir)'
         )
-    return _non_empty(PATH, given[PATH])
+    return parse_non_empty(PATH, given[PATH])
 
 
 def _topic(given: Mapping[str, str]) -> str | None:
@@ -392,19 +393,6 @@ def _one_of(given: Mapping[str, str], name: str, choices: Mapping[str, _T], defa
     if found is None:
         raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: {', '.join(choices)}")
     return found
-
-
-def _non_empty(name: str, value: str) -> str:
-    if not value.strip():
-        raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: a non-empty string")
-    return value
-
-
-def _boolean(name: str, value: str) -> bool:
-    text = value.strip().lower()
-    if text not in ("true", "false"):
-        raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: true, false")
-    return text == "true"
 
 
 def _positive_int(name: str, value: str) -> int:
