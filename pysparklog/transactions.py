@@ -314,18 +314,24 @@ class TransactionCoordinator:
                 save(meta)
             self._settle(meta, save)
 
+    def now_ms(self) -> int:
+        """The coordinator's clock."""
+        return self._clock()
+
+    def is_expired(self, meta: TransactionMetadata) -> bool:
+        """Whether the transaction is open (not prepared) and older than its timeout."""
+        open_for = self._clock() - meta.start_ms
+        return meta.state == TransactionState.ONGOING and not meta.prepared and open_for > meta.timeout_ms
+
     def abort_expired(self) -> list[str]:
         """Abort every transaction open longer than its timeout, fencing its producer (Kafka's
         coordinator does this periodically); returns the transactional ids aborted."""
         aborted = []
         for transactional_id in self.transactional_ids():
             with self._state(transactional_id) as (meta, save):
-                if meta is None or meta.state != TransactionState.ONGOING or meta.prepared:
-                    continue
-                if self._clock() - meta.start_ms <= meta.timeout_ms:
-                    continue
-                self._abort_fencing(meta, save)
-                aborted.append(transactional_id)
+                if meta is not None and self.is_expired(meta):
+                    self._abort_fencing(meta, save)
+                    aborted.append(transactional_id)
         return aborted
 
     def abort(self, transactional_id: str) -> bool:

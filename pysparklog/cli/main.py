@@ -26,6 +26,7 @@ from pysparklog.cli import (
     get_offsets,
     log_cleaner,
     topics,
+    transactions,
 )
 from pysparklog.errors import PySparkLogError
 
@@ -49,6 +50,7 @@ COMMANDS: tuple[Command, ...] = (
     console_consumer,
     log_cleaner,
     consumer_groups,
+    transactions,
 )
 
 
