@@ -38,6 +38,8 @@ Where Kafka's tool differs:
   which Kafka ignores. ``--property`` and ``--formatter-property`` (Kafka 4.2's new name for it) are
   the same option here.
 * Reaching ``--timeout-ms`` is not reported as an error on stderr; the status is 0 in both tools.
+* ``--isolation-level`` is Kafka's: ``read_committed`` stops at the last stable offset and skips
+  aborted transactions.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from pysparklog.consumer import AutoOffsetReset, Consumer, ConsumerConfig
 from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pysparklog.storage.records.arrow_records import binary_buffers
 from pysparklog.storage.records.default_records import TimestampType
+from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
 from pysparklog.structs import TopicPartition
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
@@ -107,6 +110,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--max-messages", type=_non_negative, metavar="N", help="exit after printing N records")
     parser.add_argument(
         "--timeout-ms", type=int, metavar="MS", help="exit when no record came for MS milliseconds (negative: never)"
+    )
+    parser.add_argument(
+        "--isolation-level",
+        choices=(READ_UNCOMMITTED, READ_COMMITTED),
+        default=READ_UNCOMMITTED,
+        help="read_committed: only records of committed transactions, up to the last stable offset "
+        "(default: read_uncommitted, all records)",
     )
     add_property_argument(parser, "--property", "--formatter-property", accepted=_FORMATTER_PROPERTIES)
     parser.set_defaults(run=run)
@@ -155,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         auto_offset_reset=AutoOffsetReset.EARLIEST if args.from_beginning else AutoOffsetReset.LATEST,
         max_poll_records=_MAX_POLL_RECORDS,
         max_partition_fetch_bytes=FETCH_BYTES,
+        isolation_level=args.isolation_level,
     )
     consumer = Consumer(logs, config)
     if args.group is not None:

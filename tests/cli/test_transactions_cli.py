@@ -68,3 +68,13 @@ def test_abort_expired_unblocks_read_committed_readers(hanging: Path) -> None:
     assert again.stdout == "No open transaction for dead\n"
     state = json.loads((hanging / "pysparklog-txn.dead.json").read_text())
     assert state["state"] == "CompleteAbort"
+
+
+def test_console_consumer_reads_committed_records_only_when_asked(hanging: Path) -> None:
+    """Kafka's ``--isolation-level``: read_committed stops at the dead producer's open transaction."""
+    base = ["console-consumer", "--log-dir", str(hanging), "--topic", "t", "--from-beginning", "--timeout-ms", "500"]
+    everything = run_cli(*base)
+    committed = run_cli(*base, "--isolation-level", "read_committed")
+    assert everything.returncode == committed.returncode == 0, committed.stderr
+    assert len(everything.stdout.splitlines()) == 6  # both producers' records
+    assert committed.stdout == ""  # the last stable offset is 0: ``dead`` opened its transaction first
