@@ -3,8 +3,11 @@
 Spark runs Python code in worker processes started with ``PYSPARK_PYTHON``, not with the interpreter
 that started Spark, so both are pointed at this interpreter (the project's environment) unless the
 caller set them. With ``delta=True`` Delta Lake's jars come from Maven Central through
-``spark.jars.packages``; Spark's resolver keeps them in its Ivy cache and also looks in ``~/.m2``
-(which ``mvn dependency:get`` fills), so only the first run downloads them. Nothing is vendored.
+``spark.jars.packages``; Spark's Ivy resolver keeps them in its cache (``~/.ivy2.5.2``), so only the
+first run downloads them. Nothing is vendored. The resolver also looks in ``~/.m2``, and takes a
+dependency found there as a POM without its jar as found, then fails ("FAILED DOWNLOADS"): a
+``~/.m2`` filled by ``mvn dependency:get`` of other versions breaks it, so fetch exactly the versions
+Spark's report names (``mvn dependency:get -Dtransitive=false``) or let Spark download them.
 """
 
 from __future__ import annotations
