@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
@@ -341,12 +341,11 @@ class SourceOptions:
 # -- parsing ------------------------------------------------------------------------------------------
 
 
-def _known_options(options: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """The source options by canonical name, and the ignored ones as spelled; refuses everything else."""
+def spelled_options(options: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
+    """``(name as given, name in lower case, value)`` of Spark's string options, checked: strings only, and no
+    option given twice in different cases (Spark matches names ignoring case). Shared with the sink's options."""
     if not isinstance(options, Mapping):
         raise InvalidConfigError(f"options = {options!r} is invalid; accepted: a mapping of option name to string")
-    given: dict[str, str] = {}
-    ignored: list[str] = []
     spelled: dict[str, str] = {}
     for key, value in options.items():
         if not isinstance(key, str) or not isinstance(value, str):
@@ -357,6 +356,14 @@ def _known_options(options: Mapping[str, str]) -> tuple[dict[str, str], list[str
             raise InvalidConfigError(
                 f"options {other!r} and {key!r} are the same option (names ignore case); accepted: one of them"
             )
+        yield key, lower, value
+
+
+def _known_options(options: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The source options by canonical name, and the ignored ones as spelled; refuses everything else."""
+    given: dict[str, str] = {}
+    ignored: list[str] = []
+    for key, lower, value in spelled_options(options):
         if lower in _REJECTED:
             raise InvalidConfigError(_REJECTED[lower])
         if lower in _BY_LOWER_NAME:

@@ -75,7 +75,7 @@ from pyspark.sql.types import (
 )
 
 from pysparklog.errors import InvalidConfigError, InvalidTopicError, PySparkLogError
-from pysparklog.kafka_options import parse_boolean, parse_non_empty
+from pysparklog.kafka_options import parse_boolean, parse_non_empty, spelled_options
 from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import ACCEPTED_CONFIGS as _PRODUCER_CONFIGS
 from pysparklog.producer import ProducerConfig
@@ -254,22 +254,11 @@ def _known_options(
 ) -> tuple[dict[str, str], dict[str, str], dict[str, str], list[str]]:
     """(sink options by canonical name, producer configs by Kafka name, option names as spelled by canonical
     or ``kafka.<name>`` lower-case name, ignored options as spelled); refuses everything else."""
-    if not isinstance(options, Mapping):
-        raise InvalidConfigError(f"options = {options!r} is invalid; accepted: a mapping of option name to string")
     given: dict[str, str] = {}
     producer: dict[str, str] = {}
     spelled: dict[str, str] = {}
     ignored: list[str] = []
-    first_spelling: dict[str, str] = {}
-    for key, value in options.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise InvalidConfigError(f"option {key!r} = {value!r} is invalid; accepted: string names and values")
-        lower = key.lower()
-        other = first_spelling.setdefault(lower, key)
-        if other != key:
-            raise InvalidConfigError(
-                f"options {other!r} and {key!r} are the same option (names ignore case); accepted: one of them"
-            )
+    for key, lower, value in spelled_options(options):
         if lower in _REJECTED:
             raise InvalidConfigError(_REJECTED[lower] + _REJECTED_HINT)
         if lower in _BY_LOWER_NAME:
