@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,9 +274,11 @@ def test_missing_topics_are_created_with_the_directory_defaults_or_refused(spark
 # -- transactions -------------------------------------------------------------------------------------------
 
 
-def _poison_on_marker(marker: str) -> object:
+def _poison_on_marker(marker: str, out_log: str) -> object:
     """A ``mapInArrow`` function passing batches through, failing once 250 rows have passed while ``marker``
-    exists: by then the sink task has appended some of them (it appends every ~8 MiB, and each row is 64 KiB)."""
+    exists. Before failing it waits (up to a minute) for ``out_log`` to grow past the size written in
+    ``marker``: the sink task appends every ~8 MiB (each row is 64 KiB), and the test needs some of the
+    failed batch's rows appended, whatever the order in which Spark's threads run."""
 
     def passthrough(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         seen = 0
@@ -283,6 +286,10 @@ def _poison_on_marker(marker: str) -> object:
             yield batch
             seen += batch.num_rows
             if seen >= 250 and os.path.exists(marker):
+                size_before = int(Path(marker).read_text())
+                deadline = time.monotonic() + 60
+                while os.path.getsize(out_log) <= size_before and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 raise RuntimeError("injected failure")
 
     return passthrough
@@ -297,6 +304,7 @@ def test_read_committed_never_sees_an_aborted_micro_batch_and_a_restart_writes_i
     with logs.partition("in", 0) as log:
         log.append_arrow(pa.table({"value": pa.array(values[:300], pa.binary())}))
     marker = tmp_path / "poison"
+    out_log = tmp_path / "logs" / "out-0" / f"{0:020d}.log"
     session = spark.newSession()
     session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
 
@@ -306,7 +314,7 @@ def test_read_committed_never_sees_an_aborted_micro_batch_and_a_restart_writes_i
         query = (
             df.load()
             .select("value")
-            .mapInArrow(_poison_on_marker(str(marker)), schema)  # type: ignore[arg-type]
+            .mapInArrow(_poison_on_marker(str(marker), str(out_log)), schema)  # type: ignore[arg-type]
             .writeStream.format("pysparklog")
             .option("topic", "out")
             .option("checkpointLocation", str(tmp_path / "ckpt"))
@@ -323,7 +331,7 @@ def test_read_committed_never_sees_an_aborted_micro_batch_and_a_restart_writes_i
 
     with logs.partition("in", 0) as log:  # a second micro-batch, which fails
         log.append_arrow(pa.table({"value": pa.array(values[300:], pa.binary())}))
-    marker.touch()
+    marker.write_text(str(out_log.stat().st_size))
     failed = run()
     with pytest.raises(StreamingQueryException, match="injected failure"):
         failed.awaitTermination(120)
