@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import time
+from types import FrameType, TracebackType
 
 from pysparklog.errors import InvalidLogDirectoryError, PySparkLogError, UnknownTopicError
 from pysparklog.storage.log_dir import LogDirectory
 
 LOG_DIR_ENV = "PYSPARKLOG_LOG_DIR"
+#: The longest ``StopSignals.wait`` sleeps before it looks at the flag again.
+_STOP_CHECK_S = 0.05
 
 
 class UsageError(PySparkLogError):
@@ -52,3 +57,40 @@ def topic_partitions(logs: LogDirectory) -> list[tuple[str, int]]:
             continue  # deleted since it was listed
         found += [(name, partition) for partition in range(count)]
     return found
+
+
+class StopSignals:
+    """Signals (Ctrl-C's SIGINT, SIGTERM) as a request to stop, which a loop checks between two steps.
+
+    The handlers only set a flag. A handler runs in the main thread between two bytecodes, possibly while
+    that thread holds a lock: one that takes a lock itself (``threading.Event.set`` does, and
+    ``Event.wait`` holds the same lock around its sleep) can wait forever for its own thread.
+    """
+
+    def __init__(self, *signals: signal.Signals) -> None:
+        self._signals = signals
+        self._previous: dict[signal.Signals, object] = {}
+        self.requested = False
+
+    def _handle(self, _signum: int, _frame: FrameType | None) -> None:
+        self.requested = True
+
+    def __enter__(self) -> StopSignals:
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in self._signals}
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, less if a stop is requested meanwhile; whether one was."""
+        deadline = time.monotonic() + seconds
+        while not self.requested:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            time.sleep(min(remaining, _STOP_CHECK_S))
+        return self.requested

@@ -48,7 +48,6 @@ import argparse
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -57,7 +56,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir
+from pysparklog.cli._common import StopSignals, UsageError, add_log_dir_argument, open_log_dir
 from pysparklog.cli._console import add_property_argument, is_true, parse_properties
 from pysparklog.consumer import AutoOffsetReset, Consumer, ConsumerConfig
 from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -178,16 +177,15 @@ def run(args: argparse.Namespace) -> int:
         _seek(consumer, partitions, start)
     timeout_s = args.timeout_ms / 1000 if args.timeout_ms is not None and args.timeout_ms >= 0 else None
     # Ctrl-C sets a flag the loop checks between polls, so a record is never printed without being counted.
-    interrupted = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
+    interrupted = StopSignals(signal.SIGINT)
     printed = 0
     try:
-        printed = _consume(consumer, formatter, sys.stdout.buffer, args.max_messages, timeout_s, interrupted)
+        with interrupted:
+            printed = _consume(consumer, formatter, sys.stdout.buffer, args.max_messages, timeout_s, interrupted)
     finally:
-        signal.signal(signal.SIGINT, previous)
         consumer.close()
         print(f"Processed a total of {printed} messages", file=sys.stderr)
-    return EXIT_INTERRUPTED if interrupted.is_set() else 0
+    return EXIT_INTERRUPTED if interrupted.requested else 0
 
 
 def _seek(consumer: Consumer, partitions: list[TopicPartition], start: int) -> None:
@@ -208,13 +206,13 @@ def _consume(
     out: BinaryIO,
     max_messages: int | None,
     timeout_s: float | None,
-    stop: threading.Event,
+    stop: StopSignals,
 ) -> int:
     """Poll and print until ``max_messages`` records are printed, none came for ``timeout_s``, or
-    ``stop`` is set; returns how many were printed."""
+    ``stop`` is requested; returns how many were printed."""
     printed = 0
     last_record = time.monotonic()
-    while not stop.is_set() and (max_messages is None or printed < max_messages):
+    while not stop.requested and (max_messages is None or printed < max_messages):
         limit = _MAX_POLL_RECORDS if max_messages is None else max_messages - printed
         records = consumer.poll_arrow(max_records=limit)
         if records.num_rows:

@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
-from types import FrameType
 
-from pysparklog.cli._common import add_log_dir_argument, open_log_dir
+from pysparklog.cli._common import StopSignals, add_log_dir_argument, open_log_dir
 from pysparklog.cli.progress import progress_bar
 from pysparklog.storage.cleaner import CleanerReport, run_cleaner
 from pysparklog.storage.log_dir import LogDirectory
@@ -100,17 +98,9 @@ def run(args: argparse.Namespace) -> int:
     logs = open_log_dir(args.log_dir)
     if args.interval_ms is None:
         return 0 if _pass(logs, args.topic) else EXIT_PARTITION_FAILED
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()  # the pass under way finishes: its swaps are crash-safe, but a finished pass is tidier
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while not stop.is_set():
+    # A signal lets the pass under way finish: its swaps are crash-safe, but a finished pass is tidier.
+    with StopSignals(signal.SIGINT, signal.SIGTERM) as stop:
+        while not stop.requested:
             _pass(logs, args.topic)
             stop.wait(args.interval_ms / 1000)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     return 0
