@@ -1,19 +1,18 @@
 """The examples run, end to end, and do what their docstrings say.
 
-Each example runs as a user runs it (``python -m examples.<name>`` from the checkout) in a subprocess with
-its own JVM: the Delta examples need Delta's jars on the JVM's classpath, which the suite's shared
-SparkSession does not have, and nothing here starts Spark in the test process. What is checked comes from the
+Each example runs as a user runs it (``python -m examples.<name> args`` from the checkout), all of them in one
+subprocess that ``tests.pipeline_runner`` runs on one Spark JVM with Delta's jars (the suite's shared
+SparkSession has no Delta, and nothing here starts Spark in the test process). What is checked comes from the
 example's ``RESULT`` lines and, independently, from the files it leaves, read with the engine.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,35 +21,79 @@ import pytest
 from examples.changelog_table import expected_table, user_updates
 from examples.common import STATUSES, latest_per_order, order_events, parse_results, topic_records
 from pysparklog import LogDirectory
-from tests.conftest import REPO
+from tests.conftest import BROKER_LOG_DIR
+from tests.pipeline_runner import PipelineJob, PipelineRun, run_pipelines
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-#: The longest an example may take here; they take well under a minute alone, more on a busy machine.
-EXAMPLE_TIMEOUT_S = 240
+#: The longest all the examples may take together; they take about a minute and a half on two cores.
+EXAMPLES_TIMEOUT_S = 600
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def run_example(name: str, *args: str | Path | int) -> str:
-    """Run ``python -m examples.<name> args...`` from the checkout; its stdout, once it exited with 0."""
-    env = os.environ | {
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONUNBUFFERED": "1",  # the JVM (console sink) and Python write to the same pipe: keep their order
-    }
-    process = subprocess.run(
-        [sys.executable, "-m", f"examples.{name}", *map(str, args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=EXAMPLE_TIMEOUT_S,
-    )
-    assert process.returncode == 0, (
-        f"examples.{name} exited with {process.returncode}\n--- stdout\n{process.stdout[-6000:]}\n"
-        f"--- stderr\n{process.stderr[-6000:]}"
-    )
-    return process.stdout
+def snapshot(directory: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns) for p in directory.rglob("*")}
+
+
+QUICKSTART_ORDERS = 8
+GUIDE_RECORDS = 10
+DELTA_ORDERS = 60
+CUSTOMERS = 20
+USERS, ROUNDS = 200, 40
+
+#: Each example's command line, given its own directory.
+ARGUMENTS: dict[str, Callable[[Path], list[str | Path]]] = {
+    "quickstart": lambda d: ["--orders", str(QUICKSTART_ORDERS), "--log-dir", d / "logs"],
+    "migrate_from_kafka": lambda d: [
+        "--records",
+        str(GUIDE_RECORDS),
+        "--log-dir",
+        d / "logs",
+        "--work-dir",
+        d / "work",
+    ],
+    "log_to_delta": lambda d: ["--orders", str(DELTA_ORDERS), "--log-dir", d / "logs", "--work-dir", d / "work"],
+    "delta_to_log": lambda d: ["--customers", str(CUSTOMERS), "--log-dir", d / "logs", "--work-dir", d / "work"],
+    "changelog_table": lambda d: ["--users", str(USERS), "--rounds", str(ROUNDS), "--log-dir", d / "logs"],
+    "broker_log_analysis": lambda d: [BROKER_LOG_DIR, "--log-dir", d / "copy"],
+    "lag_monitor": lambda d: ["--log-dir", d / "logs", "--out", d / "plots" / "lag.png"],
+}
+
+
+@dataclass(frozen=True)
+class Examples:
+    """The examples' runs, and the broker fixture's files as they were before them."""
+
+    base: Path
+    runs: dict[str, PipelineRun]
+    stderr: Path
+    broker_before: dict[str, tuple[int, int]]
+
+    def output(self, name: str) -> str:
+        """What example ``name`` printed, once it exited with 0 leaving no streaming query running."""
+        run = self.runs[name]
+        assert run.returncode == 0, run.describe(f"examples.{name}", self.stderr.read_text(errors="replace")[-6000:])
+        assert run.queries_left_running == 0, f"examples.{name} left streaming queries running"
+        return run.output
+
+    def directory(self, name: str) -> Path:
+        return self.base / name
+
+
+@pytest.fixture(scope="module")
+def examples(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Examples:
+    """The examples whose tests are selected (a test of example ``x`` is named ``test_x_...``), run in one runner
+    when the first of those tests asks."""
+    module_tests = [item.name for item in request.session.items if item.module is request.module]  # type: ignore[attr-defined]
+    selected = [name for name in ARGUMENTS if any(test.startswith(f"test_{name}_") for test in module_tests)]
+    base = tmp_path_factory.mktemp("examples")
+    jobs = [
+        PipelineJob(id=name, module=f"examples.{name}", argv=[str(arg) for arg in ARGUMENTS[name](base / name)])
+        for name in selected
+    ]
+    broker_before = snapshot(BROKER_LOG_DIR)
+    runs, stderr = run_pipelines(jobs, base / "runner", EXAMPLES_TIMEOUT_S)
+    return Examples(base, runs, stderr, broker_before)
 
 
 def counts(text: str) -> dict[str, int]:
@@ -58,12 +101,12 @@ def counts(text: str) -> dict[str, int]:
     return {name: int(count) for name, count in (pair.rsplit(":", 1) for pair in text.split(","))}
 
 
-@pytest.mark.timeout(EXAMPLE_TIMEOUT_S + 30)
-def test_quickstart_streams_what_it_produced(tmp_path: Path) -> None:
-    log_dir = tmp_path / "logs"
-    output = run_example("quickstart", "--orders", "8", "--log-dir", log_dir)
+@pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
+def test_quickstart_streams_what_it_produced(examples: Examples) -> None:
+    log_dir = examples.directory("quickstart") / "logs"
+    output = examples.output("quickstart")
 
-    events = order_events(8)
+    events = order_events(QUICKSTART_ORDERS)
     result = parse_results(output)["quickstart"]
     assert int(result["produced"]) == int(result["streamed"]) == len(events)
     # The console sink printed every record it streamed, and the topic holds them.
@@ -72,12 +115,11 @@ def test_quickstart_streams_what_it_produced(tmp_path: Path) -> None:
     assert sorted(topic_records(log_dir, "orders").column("value").to_pylist()) == sorted(e.value for e in events)
 
 
-@pytest.mark.timeout(EXAMPLE_TIMEOUT_S + 30)
-def test_migrate_from_kafka_runs_every_guide_snippet(tmp_path: Path) -> None:
-    records = 10
-    output = run_example(
-        "migrate_from_kafka", "--records", records, "--log-dir", tmp_path / "logs", "--work-dir", tmp_path / "work"
-    )
+@pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
+def test_migrate_from_kafka_runs_every_guide_snippet(examples: Examples) -> None:
+    records = GUIDE_RECORDS
+    log_dir = examples.directory("migrate_from_kafka") / "logs"
+    output = examples.output("migrate_from_kafka")
 
     results = parse_results(output)
     rows = {step: int(fields["rows"]) for step, fields in results.items() if "rows" in fields}
@@ -100,17 +142,16 @@ def test_migrate_from_kafka_runs_every_guide_snippet(tmp_path: Path) -> None:
     expected = {"topic1": records + 2 * len(events), "topic2": records, "events": len(events)}
     expected |= {f"orders-{status}": 2 * statuses[status] for status in STATUSES if statuses[status]}
     assert counts(results["topics"]["counts"]) == expected
-    on_disk = {t: topic_records(tmp_path / "logs", t).num_rows for t in LogDirectory(tmp_path / "logs").topics.names()}
+    on_disk = {t: topic_records(log_dir, t).num_rows for t in LogDirectory(log_dir).topics.names()}
     assert on_disk == expected
 
 
-@pytest.mark.timeout(EXAMPLE_TIMEOUT_S + 30)
-def test_log_to_delta_keeps_every_record_once_and_the_latest_per_key(tmp_path: Path) -> None:
-    orders = 60
-    work_dir = tmp_path / "work"
-    output = run_example("log_to_delta", "--orders", orders, "--log-dir", tmp_path / "logs", "--work-dir", work_dir)
+@pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
+def test_log_to_delta_keeps_every_record_once_and_the_latest_per_key(examples: Examples) -> None:
+    work_dir = examples.directory("log_to_delta") / "work"
+    output = examples.output("log_to_delta")
 
-    events = order_events(orders)
+    events = order_events(DELTA_ORDERS)
     results = parse_results(output)
     assert results["bronze"] == {
         "rows": str(len(events)),
@@ -122,16 +163,14 @@ def test_log_to_delta_keeps_every_record_once_and_the_latest_per_key(tmp_path: P
     assert results["round2"]["appended"] == results["round2"]["produced"]  # resumed where round 1 stopped
     for table in ("bronze", "silver"):
         assert (work_dir / table / "_delta_log").is_dir()
-    assert topic_records(tmp_path / "logs", "orders").num_rows == len(events)
+    assert topic_records(examples.directory("log_to_delta") / "logs", "orders").num_rows == len(events)
 
 
-@pytest.mark.timeout(EXAMPLE_TIMEOUT_S + 30)
-def test_delta_to_log_publishes_the_change_feed(tmp_path: Path) -> None:
-    customers = 20
-    log_dir = tmp_path / "logs"
-    output = run_example(
-        "delta_to_log", "--customers", customers, "--log-dir", log_dir, "--work-dir", tmp_path / "work"
-    )
+@pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
+def test_delta_to_log_publishes_the_change_feed(examples: Examples) -> None:
+    customers = CUSTOMERS
+    log_dir = examples.directory("delta_to_log") / "logs"
+    output = examples.output("delta_to_log")
 
     thirds = sum(1 for i in range(1, customers + 1) if i % 3 == 0)
     fifths = sum(1 for i in range(1, customers + 1) if i % 5 == 0)
@@ -164,12 +203,12 @@ def test_delta_to_log_publishes_the_change_feed(tmp_path: Path) -> None:
         assert int(header["commit_version"]) >= 1
 
 
-@pytest.mark.timeout(EXAMPLE_TIMEOUT_S + 30)
-def test_changelog_table_compacts_and_keeps_the_latest_per_key(tmp_path: Path) -> None:
-    log_dir = tmp_path / "logs"
-    output = run_example("changelog_table", "--users", "200", "--rounds", "40", "--log-dir", log_dir)
+@pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
+def test_changelog_table_compacts_and_keeps_the_latest_per_key(examples: Examples) -> None:
+    log_dir = examples.directory("changelog_table") / "logs"
+    output = examples.output("changelog_table")
 
-    changes = user_updates(200, 40)
+    changes = user_updates(USERS, ROUNDS)
     expected = expected_table(changes)
     results = parse_results(output)
     log = results["log"]
@@ -193,14 +232,9 @@ def test_changelog_table_compacts_and_keeps_the_latest_per_key(tmp_path: Path) -
     assert table == expected
 
 
-def _snapshot(directory: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns) for p in directory.rglob("*")}
-
-
-@pytest.mark.timeout(EXAMPLE_TIMEOUT_S + 30)
-def test_broker_log_analysis_of_the_broker_fixture(broker_log_dir: Path, tmp_path: Path) -> None:
-    before = _snapshot(broker_log_dir)
-    output = run_example("broker_log_analysis", broker_log_dir, "--log-dir", tmp_path / "copy")
+@pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
+def test_broker_log_analysis_of_the_broker_fixture(examples: Examples, broker_log_dir: Path) -> None:
+    output = examples.output("broker_log_analysis")
 
     results = parse_results(output)
     assert counts(results["topics"]["partitions"]) == {
@@ -218,13 +252,13 @@ def test_broker_log_analysis_of_the_broker_fixture(broker_log_dir: Path, tmp_pat
     assert results["time_range:__consumer_offsets-6"] == {"oldest_ms": "1769791662955", "newest_ms": "1769793578176"}
     assert counts(results["codecs"]["codecs"]) == {"none": 3 + 4814 + 13}
     assert "DEVSmileCDR" in output  # the group in __consumer_offsets' keys, among the top keys
-    assert _snapshot(broker_log_dir) == before  # the analysis read a copy
+    assert snapshot(broker_log_dir) == examples.broker_before  # the analysis read a copy
 
 
-@pytest.mark.timeout(EXAMPLE_TIMEOUT_S + 30)
-def test_lag_monitor_samples_a_rising_then_falling_lag_and_plots_it(tmp_path: Path) -> None:
-    out = tmp_path / "plots" / "lag.png"
-    output = run_example("lag_monitor", "--log-dir", tmp_path / "logs", "--out", out)
+@pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
+def test_lag_monitor_samples_a_rising_then_falling_lag_and_plots_it(examples: Examples) -> None:
+    out = examples.directory("lag_monitor") / "plots" / "lag.png"
+    output = examples.output("lag_monitor")
 
     lags = [int(m) for m in re.findall(r"^SAMPLE t=[\d.]+s lag=(\d+)", output, re.MULTILINE)]
     assert len(lags) >= 5

@@ -5,28 +5,22 @@ by ``# COMMAND ----------`` lines, markdown cells as ``# MAGIC %md`` then ``# MA
 header and every ``# MAGIC`` line leaves the code cells in order, a script that runs anywhere; its last cell
 asserts the pipeline's result, so a notebook that stopped working fails here.
 
-Each notebook runs in its own interpreter (so its own Spark JVM, as on a fresh cluster) from the checkout, with
-its parameters cell pointed at a temporary directory through the environment. The notebooks are queued at once and
-run two at a time, each test waiting for its own; they take 20 to 70 s each alone on two cores, about four minutes
-in all (the notebooks are mostly CPU-bound, so two at a time gains little over one at a time on a busy machine).
+The notebooks run one after another in one interpreter (``tests.pipeline_runner``), as notebooks attached to one
+cluster do: each runs as a script from the checkout, its parameters cell pointed at a temporary directory through
+the environment, and its session cell finds the SparkSession (with Delta's jars) the runner started, instead of
+starting a JVM of its own.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import BROKER_LOG_DIR, REPO
+from tests.pipeline_runner import PipelineJob, PipelineRun, run_pipelines
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -37,10 +31,8 @@ SEPARATOR = "# COMMAND ----------"
 MAGIC = "# MAGIC"
 #: The one notebook whose parameters cell takes a broker's log directory.
 BROKER_NOTEBOOK = "06_broker_log_analysis"
-#: Longest run of one notebook, in seconds (the slowest, 04_delta_to_log, takes 45 to 110 s on two cores).
-NOTEBOOK_TIMEOUT = 240
-#: Notebooks running at once.
-PARALLEL = 2
+#: The longest all the notebooks may take together, in seconds (about a minute and a half on two cores).
+NOTEBOOKS_TIMEOUT = 600
 
 
 def cells(text: str) -> list[str]:
@@ -86,74 +78,42 @@ def test_databricks_source_format(path: Path) -> None:
 
 
 @dataclass(frozen=True)
-class Run:
-    returncode: int
-    output: str
-    seconds: float
+class Notebooks:
+    """The notebooks' runs, and the runner's stderr."""
 
-
-def run_notebook(path: Path, work: Path) -> Run:
-    """Convert ``path`` to a script and run it from the checkout, its parameters pointed into ``work``."""
-    work.mkdir(parents=True)
-    script = work / f"{path.stem}.py"
-    script.write_text(to_script(path.read_text()))
-    env = {
-        **os.environ,
-        "PYSPARKLOG_NOTEBOOK_DIR": str(work / "data"),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        "MPLBACKEND": "Agg",
-        # Quicker JVM start-up and no progress bars in the output; the notebooks' own settings are untouched.
-        "PYSPARK_SUBMIT_ARGS": "--driver-java-options -XX:TieredStopAtLevel=1 "
-        "--conf spark.ui.showConsoleProgress=false pyspark-shell",
-    }
-    if path.stem == BROKER_NOTEBOOK:
-        env["PYSPARKLOG_BROKER_LOG_DIR"] = str(BROKER_LOG_DIR)
-    start = time.monotonic()
-    # A session of its own, so that a notebook that hangs is stopped with everything it started (Spark's JVM).
-    with subprocess.Popen(
-        [sys.executable, str(script)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as process:
-        try:
-            output, _ = process.communicate(timeout=NOTEBOOK_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            output, _ = process.communicate()
-            output += f"\n[stopped after {NOTEBOOK_TIMEOUT} s]"
-    return Run(process.returncode, output, time.monotonic() - start)
+    runs: dict[str, PipelineRun]
+    stderr: Path
 
 
 @pytest.fixture(scope="module")
-def notebook_runs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, Future[Run]]]:
-    """The runs of the notebooks whose ``test_notebook_runs`` is selected, all queued at once on ``PARALLEL``
-    workers in the tests' order; each test waits for its own."""
+def notebooks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Notebooks:
+    """The notebooks whose ``test_notebook_runs`` is selected, converted to scripts and run one after another in
+    one runner, with their parameters pointed into a temporary directory through the environment."""
     selected = [
-        item.callspec.params["path"]
+        path
         for item in request.session.items
         if isinstance(item, pytest.Function) and item.originalname == "test_notebook_runs"
+        for path in NOTEBOOKS
+        if item.callspec.params["path"] == path
     ]
     base = tmp_path_factory.mktemp("notebooks")
-    with ThreadPoolExecutor(PARALLEL, thread_name_prefix="notebook") as pool:
-        runs = {path.stem: pool.submit(run_notebook, path, base / path.stem) for path in selected}
-        yield runs
-        for run in runs.values():
-            run.cancel()
+    jobs = []
+    for path in selected:
+        script = base / "scripts" / f"{path.stem}.py"
+        script.parent.mkdir(exist_ok=True)
+        script.write_text(to_script(path.read_text()))
+        env = {"PYSPARKLOG_NOTEBOOK_DIR": str(base / path.stem / "data")}
+        if path.stem == BROKER_NOTEBOOK:
+            env["PYSPARKLOG_BROKER_LOG_DIR"] = str(BROKER_LOG_DIR)
+        jobs.append(PipelineJob(id=path.stem, path=str(script), env=env))
+    runs, stderr = run_pipelines(jobs, base / "runner", NOTEBOOKS_TIMEOUT)
+    return Notebooks(runs, stderr)
 
 
-# A test waits for its notebook only: the notebook started at the latest when the previous test's finished.
-@pytest.mark.timeout(NOTEBOOK_TIMEOUT + 60)
+@pytest.mark.timeout(NOTEBOOKS_TIMEOUT + 60)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_notebook_runs(path: Path, notebook_runs: dict[str, Future[Run]]) -> None:
-    run = notebook_runs[path.stem].result()
-    tail = "\n".join(run.output.splitlines()[-60:])
-    assert run.returncode == 0, f"{path.name} failed (exit {run.returncode}, {run.seconds:.0f} s):\n{tail}"
+def test_notebook_runs(path: Path, notebooks: Notebooks) -> None:
+    run = notebooks.runs[path.stem]
+    assert run.returncode == 0, run.describe(path.name, notebooks.stderr.read_text(errors="replace")[-6000:])
+    assert run.queries_left_running == 0, f"{path.name} left streaming queries running"
     print(f"{path.name}: {run.seconds:.1f} s")
