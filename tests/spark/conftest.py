@@ -45,6 +45,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")  # data-loss tests fail queries on purpose; their traces are noise
