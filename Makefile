@@ -33,8 +33,8 @@ bench: setup
 	$(PY) -m benchmarks
 
 lint: setup
-	$(VENV)/bin/ruff check pysparklog tests benchmarks
-	$(VENV)/bin/mypy pysparklog
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy .
 
 clean:
 	rm -rf $(VENV) .cache data

@@ -42,7 +42,7 @@ def segment_bytes_for(table: pa.Table, settings: BatchSettings, segments: int) -
     encoded batch sizes, so the partition is written once. With equal batches an exact count may
     not exist; one more segment is then the closest.
     """
-    sizes = np.concatenate([chunk.sizes for chunk in encode_arrow(table, settings)]).tolist()
+    sizes: list[int] = np.concatenate([chunk.sizes for chunk in encode_arrow(table, settings)]).tolist()
 
     def count(limit: int) -> int:
         n, used = 1, 0

@@ -78,7 +78,7 @@ def decode(chunks: list[EncodedBatches], *, pause: float = 0.0) -> float:
 def records_sections(chunks: list[EncodedBatches]) -> list[memoryview]:
     """The records section of every batch (compressed or not), without its header."""
     return [
-        memoryview(chunk.data)[position + RECORD_BATCH_OVERHEAD : position + size]
+        chunk.data.data[position + RECORD_BATCH_OVERHEAD : position + size]
         for chunk in chunks
         for position, size in zip(chunk.positions.tolist(), chunk.sizes.tolist(), strict=True)
     ]

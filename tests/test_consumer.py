@@ -683,11 +683,12 @@ def test_a_partition_claimed_between_polls_and_moved_away_is_let_go_without_bein
     assert heard.take() == [("revoked", {tp("t", 0)}), ("assigned", {tp("t", 0)})]
     assert a.assignment() == {tp("t", 0)}
     records = []
-    wait_for(
-        lambda: c.assignment() == {tp("t", 1)},
-        "c's partition",
-        step=lambda: [records.extend(x.poll(timeout_ms=10)) for x in (a, c)],
-    )
+
+    def poll_both() -> None:
+        for x in (a, c):
+            records.extend(x.poll(timeout_ms=10))
+
+    wait_for(lambda: c.assignment() == {tp("t", 1)}, "c's partition", step=poll_both)
     assert a.assignment() == {tp("t", 0)}
     assert heard.take() == []
 

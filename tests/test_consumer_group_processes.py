@@ -242,7 +242,7 @@ def test_committed_offsets_survive_kill_9(log_dir: Path, tmp_path: Path, members
         timeout=60,
     )
     found = json.loads(fresh.stdout)
-    expected = {str(TopicPartition(TOPIC, p)): None for p in range(3)}
+    expected: dict[str, int | None] = {str(TopicPartition(TOPIC, p)): None for p in range(3)}
     expected.update({str(tp): offset for tp, offset in written.commits.items()})
     assert found == expected
     # What the commits say is what was consumed: each partition from 0 up to its commit.

@@ -70,7 +70,8 @@ def entries(logs: LogDirectory, topic: str, partition: int) -> EntryTable:
 
 def kafka_partition(key: bytes, partitions: int) -> int:
     """Where kafka-python's Java-compatible DefaultPartitioner sends a key."""
-    return (kafka_python_murmur2(key) & 0x7FFFFFFF) % partitions
+    hashed: int = kafka_python_murmur2(key)
+    return (hashed & 0x7FFFFFFF) % partitions
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = 10) -> float:
@@ -428,10 +429,10 @@ def test_threads_send_at_once(logs: LogDirectory) -> None:
                 producer.send("three", b"%d:%d" % (thread, i), key=b"%d" % (i % 10))
 
         threads = [threading.Thread(target=send, args=(t,)) for t in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        for worker in threads:
+            worker.start()
+        for worker in threads:
+            worker.join()
     values = [v for p in range(3) for v in read_all(logs.partition("three", p)).column("value").to_pylist()]
     assert sorted(values) == sorted(b"%d:%d" % (t, i) for t in range(4) for i in range(500))
     for partition in range(3):

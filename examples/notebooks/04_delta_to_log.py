@@ -189,7 +189,9 @@ feed = spark.read.format("delta").option("readChangeFeed", "true").option("start
 feed_changes = feed.where("_change_type != 'update_preimage'").count()
 records = {(row.commit_version, row.change_type): row["count"] for row in per_commit.collect()}
 assert sum(records.values()) == feed_changes, f"the topic has {records}, the feed {feed_changes} changes"
-merge_version = spark.sql(f"DESCRIBE HISTORY delta.`{TABLE}` LIMIT 1").first().version
+latest_commit = spark.sql(f"DESCRIBE HISTORY delta.`{TABLE}` LIMIT 1").first()
+assert latest_commit is not None
+merge_version = latest_commit.version
 assert records[merge_version, "insert"] == NEW_IN_ROUND_2 and records[merge_version, "update_postimage"] == 1
 
 rebuilt.orderBy("id").show(10, truncate=False)

@@ -20,6 +20,7 @@
 import os
 import tempfile
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from examples.changelog_table import (
@@ -91,7 +92,7 @@ print(f"produced {produced:,} changes: {before}")
 PROFILE_SCHEMA = "user STRING, email STRING, round INT"
 
 
-def changelog_table():
+def changelog_table() -> DataFrame:
     """The table the topic describes: each key's latest value, unless it is a tombstone."""
     records = spark.read.format("pysparklog").option("subscribe", TOPIC).load(LOG_DIR)
     latest = records.groupBy("key").agg(F.max_by("value", "offset").alias("value"), F.max("offset").alias("offset"))

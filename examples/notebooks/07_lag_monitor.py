@@ -29,7 +29,7 @@ from examples.common import fresh_dir
 from examples.lag_monitor import GROUP, PARTITIONS, TOPIC, create_topic, describe_group, monitor
 from pysparklog import OffsetStore, TopicPartition
 from pysparklog.datasource_v2 import PySparkLogDataSource
-from pysparklog.spark_lag import OffsetsBehindLatestListener
+from pysparklog.spark_lag import OffsetsBehindLatest, OffsetsBehindLatestListener
 
 # COMMAND ----------
 
@@ -89,7 +89,7 @@ describe_group(LOG_DIR)
 
 # COMMAND ----------
 
-behind = []  # offsetsBehindLatest of each micro-batch, in order
+behind: list[OffsetsBehindLatest] = []  # offsetsBehindLatest of each micro-batch, in order
 listener = OffsetsBehindLatestListener(lambda query_id, source, metrics: behind.append(metrics))
 spark.streams.addListener(listener)
 try:
@@ -147,7 +147,8 @@ for axes in (group_axes, spark_axes):
 figure.tight_layout()
 figure.savefig(PLOT, dpi=100)
 try:
-    display(figure)  # noqa: F821  (the notebook's display(): Databricks and Jupyter render the figure inline)
+    # the notebook's display(), a Databricks and Jupyter built-in mypy cannot see: it renders the figure inline
+    display(figure)  # type: ignore[name-defined]  # noqa: F821
 except NameError:
     print(f"not in a notebook: the plot is in {PLOT}")
 

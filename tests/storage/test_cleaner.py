@@ -175,7 +175,9 @@ round_st = st.tuples(st.lists(batch_st, min_size=1, max_size=6), st.booleans()) 
     map_slots=st.sampled_from([4, 8, 1 << 16]),  # small maps end rounds early
 )
 def test_compaction_matches_the_model(
-    rounds: list[tuple[list[tuple[list, Codec]], bool]], segment_bytes: int, map_slots: int
+    rounds: list[tuple[list[tuple[list[tuple[bytes | None, bytes | None, bool]], Codec]], bool]],
+    segment_bytes: int,
+    map_slots: int,
 ) -> None:
     with tempfile.TemporaryDirectory() as directory:
         log = open_log(directory, config(segment_bytes=segment_bytes))
@@ -577,11 +579,14 @@ def test_compact_delete_runs_retention_then_compaction(tmp_path: Path) -> None:
         append(log, table([b"a", b"b", b"a"], ts=NOW - 1000))
         log.roll()
     reports = {r.topic: r for r in run_cleaner(tmp_path, now_ms=NOW)}
+    assert reports["both"].retention is not None
     assert [d.base_offset for d in reports["both"].retention.deleted] == [0]
     assert reports["both"].compaction is not None and reports["both"].compaction.cleaned
     assert [(r.offset, r.key) for r in read(logs.partition("both", 0))] == [(4, b"b"), (5, b"a")]
+    assert reports["compacted"].retention is not None
     assert reports["compacted"].retention.deleted == () and reports["compacted"].compaction is not None
     assert [(r.offset, r.key) for r in read(logs.partition("compacted", 0))] == [(2, b"old"), (4, b"b"), (5, b"a")]
+    assert reports["deleted"].retention is not None
     assert [d.base_offset for d in reports["deleted"].retention.deleted] == [0]
     assert reports["deleted"].compaction is None
     assert len(read(logs.partition("deleted", 0))) == 3

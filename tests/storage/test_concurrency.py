@@ -7,16 +7,24 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
 from pysparklog import LogConfig, LogDirectory
 from tests.conftest import REPO, read_all
 
+
+class Settings(TypedDict):
+    """The ``LogConfig`` keywords of the test's log."""
+
+    segment_bytes: int
+
+
 WRITERS = 4
 BATCHES = 40
 ROWS = 25
-CONFIG = {"segment_bytes": 30_000}
+CONFIG: Settings = {"segment_bytes": 30_000}
 
 _WRITER = """
 import sys
@@ -72,8 +80,8 @@ def test_four_processes_append_to_one_partition_while_another_reads(tmp_path: Pa
         for i in range(WRITERS)
     ]
     for w in writers:
-        _, err = w.communicate(timeout=300)
-        assert w.returncode == 0, err
+        _, writer_err = w.communicate(timeout=300)
+        assert w.returncode == 0, writer_err
     out, err = reader.communicate(timeout=300)
     assert reader.returncode == 0, err
     report = json.loads(out)

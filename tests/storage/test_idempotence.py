@@ -4,6 +4,7 @@ as a broker's ``ProducerStateManager`` does."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -30,7 +31,13 @@ def batches(
     return encoded
 
 
-def log_at(path: Path, **config: int) -> PartitionLog:
+class SegmentSettings(TypedDict, total=False):
+    """The ``LogConfig`` keywords these tests set."""
+
+    segment_bytes: int
+
+
+def log_at(path: Path, **config: Unpack[SegmentSettings]) -> PartitionLog:
     return LogDirectory(path, LogConfig(**config)).partition("t", 0)
 
 

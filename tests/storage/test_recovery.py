@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
@@ -144,8 +145,15 @@ def test_roll_moves_the_recovery_point_and_writes_kafka_checkpoints(tmp_path: Pa
         assert f.read() == "0\n0\n", "Kafka lists only partitions whose log start is above their first segment"
 
 
+class FlushSettings(TypedDict, total=False):
+    """The flush policy keywords of ``LogConfig``."""
+
+    flush_messages: int
+    flush_ms: int
+
+
 @pytest.mark.parametrize("settings", [{"flush_messages": 1}, {"flush_ms": 0}])
-def test_flush_policy_moves_the_recovery_point_on_every_append(tmp_path: Path, settings: dict[str, int]) -> None:
+def test_flush_policy_moves_the_recovery_point_on_every_append(tmp_path: Path, settings: FlushSettings) -> None:
     log = LogDirectory(tmp_path, LogConfig(**settings)).partition("t", 0)
     for i in range(3):
         log.append_arrow(keyed_table(7, start=i * 7))

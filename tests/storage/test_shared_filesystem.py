@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -96,7 +96,7 @@ with LogDirectory(sys.argv[1]).partition("t", 0) as log:
 """
 
 
-def _targets() -> list[object]:
+def _targets() -> Sequence[object]:
     targets = [pytest.param("tmp_path", id="tmp_path"), pytest.param("/dev/shm", id="dev-shm")]
     extra = os.environ.get(FS_CHECK_DIR_ENV)
     if extra:

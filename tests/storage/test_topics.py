@@ -32,13 +32,14 @@ def _store(tmp_path: Path) -> TopicStore:
     return LogDirectory(tmp_path).topics
 
 
-def _python(code: str, *args: str, **kwargs: object) -> subprocess.Popen[str]:
+def _python(code: str, *args: str, stdin: int | None = None, stdout: int | None = None) -> subprocess.Popen[str]:
     """Run ``code`` in a new interpreter that imports this checkout."""
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code), *args],
         cwd=REPO,
         text=True,
-        **kwargs,  # type: ignore[call-overload]
+        stdin=stdin,
+        stdout=stdout,
     )
 
 
@@ -320,7 +321,9 @@ def test_changes_reach_a_log_open_in_another_process(tmp_path: Path) -> None:
     assert child.stdout is not None and child.stdin is not None
     assert child.stdout.readline() == "1000\n"
     logs.topics.alter_configs("t", {"max.message.bytes": "5000"})
-    assert child.communicate("go\n", timeout=60) == ("5000\n", None)
+    # typeshed types both as str, but stderr is None: it is not piped
+    output: tuple[str | None, str | None] = child.communicate("go\n", timeout=60)
+    assert output == ("5000\n", None)
     assert child.returncode == 0
 
 
@@ -410,7 +413,12 @@ def test_delete_renames_as_kafka_does_and_fits_long_names(tmp_path: Path, monkey
     store.create(name, 1)
     renamed: list[str] = []
     real_rename = os.rename
-    monkeypatch.setattr(os, "rename", lambda src, dst: (renamed.append(os.path.basename(dst)), real_rename(src, dst)))
+
+    def rename(src: str, dst: str) -> None:
+        renamed.append(os.path.basename(dst))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
     store.delete(name)
     assert len(renamed) == 1 and len(renamed[0]) == 255
     assert re.fullmatch(r"n{213}-0\.[0-9a-f]{32}-delete", renamed[0])
