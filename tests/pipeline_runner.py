@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pysparklog.spark_session import local_spark
+
 REPO = Path(__file__).resolve().parents[1]
 _BEGIN = "@@@ pipeline-runner begin "
 _END = "@@@ pipeline-runner end "
@@ -104,8 +106,6 @@ def main(jobs_file: str) -> int:
     """Start the shared session (Delta's jars, a warehouse under the work directory), then run each job."""
     spec = json.loads(Path(jobs_file).read_text())
     jobs = [PipelineJob(**job) for job in spec["jobs"]]
-    from pysparklog.spark_session import local_spark  # after the environment is set: it starts the JVM
-
     spark = local_spark(
         "pysparklog-pipelines",
         delta=True,

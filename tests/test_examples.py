@@ -41,19 +41,17 @@ DELTA_ORDERS = 60
 CUSTOMERS = 20
 USERS, ROUNDS = 200, 40
 
+
+def log_and_work(directory: Path) -> list[str | Path]:
+    return ["--log-dir", directory / "logs", "--work-dir", directory / "work"]
+
+
 #: Each example's command line, given its own directory.
 ARGUMENTS: dict[str, Callable[[Path], list[str | Path]]] = {
     "quickstart": lambda d: ["--orders", str(QUICKSTART_ORDERS), "--log-dir", d / "logs"],
-    "migrate_from_kafka": lambda d: [
-        "--records",
-        str(GUIDE_RECORDS),
-        "--log-dir",
-        d / "logs",
-        "--work-dir",
-        d / "work",
-    ],
-    "log_to_delta": lambda d: ["--orders", str(DELTA_ORDERS), "--log-dir", d / "logs", "--work-dir", d / "work"],
-    "delta_to_log": lambda d: ["--customers", str(CUSTOMERS), "--log-dir", d / "logs", "--work-dir", d / "work"],
+    "migrate_from_kafka": lambda d: ["--records", str(GUIDE_RECORDS), *log_and_work(d)],
+    "log_to_delta": lambda d: ["--orders", str(DELTA_ORDERS), *log_and_work(d)],
+    "delta_to_log": lambda d: ["--customers", str(CUSTOMERS), *log_and_work(d)],
     "changelog_table": lambda d: ["--users", str(USERS), "--rounds", str(ROUNDS), "--log-dir", d / "logs"],
     "broker_log_analysis": lambda d: [BROKER_LOG_DIR, "--log-dir", d / "copy"],
     "lag_monitor": lambda d: ["--log-dir", d / "logs", "--out", d / "plots" / "lag.png"],
