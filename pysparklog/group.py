@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from urllib.parse import quote, unquote
 
 from pysparklog.assignors import RebalanceProtocol, Subscription, assignor_for
+from pysparklog.assignors.java_compat import hash_map_order
 from pysparklog.errors import (
     CommitFailedError,
     CorruptRecordError,
@@ -492,16 +493,19 @@ class GroupCoordinator:
             )
         group.assignor = _select_assignor(group.members)
         group.partition_counts = self._partition_counts(t for m in group.members.values() for t in m.topics)
+        # A Java leader puts the members, in the order they joined, into a HashMap and its assignor
+        # walks that map: pass them in the map's order so the assignment is the one it would compute.
         subscriptions = {
             mid: Subscription(
-                topics=tuple(m.topics),
+                topics=tuple(group.members[mid].topics),
                 owned_partitions=tuple(group.assignment.get(mid, ())),
                 generation=group.generation - 1,
-                group_instance_id=m.instance_id,
+                group_instance_id=group.members[mid].instance_id,
             )
-            for mid, m in group.members.items()
+            for mid in hash_map_order(group.members)
         }
-        group.assignment = assignor_for(group.assignor).assign(group.partition_counts, subscriptions)
+        assignment = assignor_for(group.assignor).assign(group.partition_counts, subscriptions)
+        group.assignment = {mid: assignment[mid] for mid in group.members}
 
     def _claim(self, group: _Group, member_id: str) -> None:
         for tp in group.assignment.get(member_id, ()):

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from pysparklog.assignors.java_compat import java_string_key
 from pysparklog.errors import InvalidConfigError
 from pysparklog.storage.config import INT_MAX
 from pysparklog.structs import TopicPartition
@@ -136,8 +137,11 @@ class ConsumerPartitionAssignor(ABC):
             partitions_per_topic: Partition count per topic, for the topics with metadata. Topics no
                 member subscribes to, and topics with no partitions, are left out, as Kafka's leader
                 only looks up subscribed topics that have partitions.
-            subscriptions: Member id to subscription. Its iteration order stands in for the order of
-                the Java ``HashMap`` Kafka's leader builds, where that order breaks ties (sticky only).
+            subscriptions: Member id to subscription. Its iteration order is the order Kafka's
+                assignor walks its ``Map<String, Subscription>`` in, which orders range's lists and
+                settles ties and conflicting claims in the sticky assignors. A Java leader's map is a
+                ``HashMap`` filled in JoinGroup order: pass the members in
+                ``java_compat.hash_map_order`` of that order to get the assignment it computes.
 
         Returns:
             Member id to assigned partitions, in the order Kafka's assignor lists them; every member
@@ -203,16 +207,16 @@ def _check_partition_counts(partitions_per_topic: Mapping[str, int]) -> None:
             )
 
 
-def member_sort_key(member_id: str, subscription: Subscription) -> tuple[bool, str]:
+def member_sort_key(member_id: str, subscription: Subscription) -> tuple[bool, bytes]:
     """Kafka's member order (``AbstractPartitionAssignor.MemberInfo.compareTo``).
 
-    Static members come first, by ``group.instance.id``; then dynamic members, by member id. Static
-    ids survive restarts while member ids do not, so ordering by them keeps range and round-robin
-    assignments stable across rolling restarts.
+    Static members come first, by ``group.instance.id``; then dynamic members, by member id, both
+    compared as Java strings. Static ids survive restarts while member ids do not, so ordering by
+    them keeps range and round-robin assignments stable across rolling restarts.
     """
     if subscription.group_instance_id is not None:
-        return (False, subscription.group_instance_id)
-    return (True, member_id)
+        return (False, java_string_key(subscription.group_instance_id))
+    return (True, java_string_key(member_id))
 
 
 def sorted_members(subscriptions: Mapping[str, Subscription]) -> list[str]:

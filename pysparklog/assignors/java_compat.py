@@ -15,8 +15,9 @@ What is modelled, and what is assumed:
 
 * the map or set was filled by ``put``/``add`` from empty (Kafka's ``new HashMap<>()``), so its
   capacity is the smallest power of two from 16 up that holds the largest size it ever reached;
-* insertion order is the order the caller supplies (for a group's subscriptions: the order of the
-  mapping passed to ``assign``, standing in for the order the coordinator received them);
+* insertion order is the order the caller supplies (for the maps Kafka's assignors build from
+  the subscriptions: the order of the mapping passed to ``assign``, which is the order Kafka's
+  assignor walks its input map in);
 * no bucket holds 8 or more keys in a table of 64 or more, the point at which Java turns a bucket
   into a tree whose insertion rules this module does not follow.
 """
@@ -31,13 +32,23 @@ _MASK32 = 0xFFFFFFFF
 _INITIAL_CAPACITY = 16  # HashMap.DEFAULT_INITIAL_CAPACITY
 
 
+def java_string_key(value: str) -> bytes:
+    """A sort key that orders strings as ``String.compareTo`` does: by UTF-16 code units.
+
+    Python compares code points instead, which disagrees for characters beyond U+FFFF: Java sees
+    their surrogates (U+D800-U+DFFF), which sort before U+E000-U+FFFF. Big-endian UTF-16 bytes
+    compare exactly as the code units do, shorter prefix first.
+    """
+    return value.encode("utf-16-be", "surrogatepass")
+
+
 def string_hash_code(value: str) -> int:
     """``String.hashCode()``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, wrapping at 32 bits.
 
     Returns:
         The hash as an unsigned 32-bit pattern (Java's signed int, two's complement).
     """
-    units = value.encode("utf-16-be")
+    units = java_string_key(value)
     h = 0
     for i in range(0, len(units), 2):
         h = (31 * h + ((units[i] << 8) | units[i + 1])) & _MASK32

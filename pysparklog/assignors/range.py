@@ -31,9 +31,7 @@ class RangeAssignor(ConsumerPartitionAssignor):
                 subscribers[topic].append(member_id)
 
         assignment: dict[str, list[TopicPartition]] = {member_id: [] for member_id in subscriptions}
-        # Kafka walks the topics in the order of the HashMap its partition counts arrive in; only the
-        # order within each member's list depends on it.
-        for topic in hash_map_order(partitions_per_topic):
+        for topic in _leader_topic_order(partitions_per_topic, subscriptions):
             members = subscribers[topic]
             quota, members_with_extra = divmod(partitions_per_topic[topic], len(members))
             start = 0
@@ -42,3 +40,17 @@ class RangeAssignor(ConsumerPartitionAssignor):
                 assignment[member_id].extend(TopicPartition(topic, partition) for partition in range(start, end))
                 start = end
         return assignment
+
+
+def _leader_topic_order(partitions_per_topic: dict[str, int], subscriptions: dict[str, Subscription]) -> list[str]:
+    """The order Kafka's range assignor walks the topics in, which orders each member's list.
+
+    A Java leader (``AbstractPartitionAssignor.assign(Cluster, GroupSubscription)``) collects every
+    subscribed topic into a ``HashSet``, walking the subscriptions (in ``subscriptions`` order) and
+    each member's topics in order, then fills a ``HashMap`` of partitions per topic from that set, skipping
+    topics without partitions; ``RangeAssignor.assignPartitions`` walks that map. Both tables hash
+    the same names but may differ in size (the set also holds the topics without metadata), so
+    names sharing a bucket of the map come in the set's order, not in ``partitions_per_topic``'s.
+    """
+    subscribed = dict.fromkeys(topic for subscription in subscriptions.values() for topic in subscription.topics)
+    return hash_map_order(topic for topic in hash_map_order(subscribed) if topic in partitions_per_topic)

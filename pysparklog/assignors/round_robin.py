@@ -9,6 +9,7 @@ whatever the partition counts per topic, which ``range`` cannot promise.
 from __future__ import annotations
 
 from pysparklog.assignors.base import ConsumerPartitionAssignor, RebalanceProtocol, Subscription, sorted_members
+from pysparklog.assignors.java_compat import java_string_key
 from pysparklog.structs import TopicPartition
 
 
@@ -25,7 +26,7 @@ class RoundRobinAssignor(ConsumerPartitionAssignor):
         topics_of = {member_id: frozenset(subscriptions[member_id].topics) for member_id in members}
         assignment: dict[str, list[TopicPartition]] = {member_id: [] for member_id in subscriptions}
         next_member = 0  # the position of Kafka's CircularIterator
-        for topic in sorted(partitions_per_topic):
+        for topic in sorted(partitions_per_topic, key=java_string_key):
             for partition in range(partitions_per_topic[topic]):
                 # Every topic here has a subscriber, so this stops within one turn around the members.
                 while topic not in topics_of[members[next_member]]:

@@ -5,9 +5,11 @@ Both aim first for balance (partition counts within one of each other wherever s
 it) and then for stickiness: a member keeps as much of what it owned as balance permits, so a
 rebalance moves as few partitions, and loses as little consumer state, as it can.
 
-**Ownership.** Each member reports what it owned and in which generation. A partition claimed by
-two members of the same generation is trusted to neither; otherwise the claim of the higher
-generation wins. Claims on partitions that no longer exist, or of topics the claimant no longer
+**Ownership.** Each member reports what it owned and in which generation. Walking the members in
+the order of the subscriptions, a claim meets the last claim kept for the partition: of the same
+generation, both are dropped; otherwise the higher generation wins. A later claim of a higher
+generation still wins a partition two earlier members dropped, so the walk order decides
+conflicts. Claims on partitions that no longer exist, or of topics the claimant no longer
 subscribes to, are dropped.
 
 **Two paths.** When every member subscribes to the same topics, a direct quota-based assignment
@@ -22,7 +24,8 @@ rebalance, so a partition cannot be handed to its new owner in the same rebalanc
 cooperative assignor computes the sticky assignment, then withholds every partition that changes
 owner. The old owner revokes it, rejoins, and the follow-up rebalance gives it to the new owner.
 
-Where Kafka lets Java ``HashMap`` iteration order break ties, the same order is reproduced (see
+Where Kafka walks its input map, the subscriptions are walked in their order; where it lets the
+iteration order of a ``HashMap`` it builds break ties, that order is reproduced (see
 :mod:`pysparklog.assignors.java_compat`), so a Java leader and this one agree on the assignment.
 
 Deliberate departures from the Java code, each for input Kafka itself never produces or mishandles:
@@ -45,7 +48,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from pysparklog.assignors.base import NO_GENERATION, ConsumerPartitionAssignor, RebalanceProtocol, Subscription
-from pysparklog.assignors.java_compat import TopicPartitionHashSet, hash_map_order
+from pysparklog.assignors.java_compat import TopicPartitionHashSet, hash_map_order, java_string_key
 from pysparklog.structs import TopicPartition
 
 Assignment = dict[str, list[TopicPartition]]
@@ -109,13 +112,15 @@ class AbstractStickyAssignor(ConsumerPartitionAssignor):
         """
         if not subscriptions:
             return {}, None
-        members = hash_map_order(subscriptions)
-        ownership = _resolve_ownership(partitions_per_topic, subscriptions, members)
+        ownership = _resolve_ownership(partitions_per_topic, subscriptions)
         transferring: dict[TopicPartition, str] | None
         if len({frozenset(subscription.topics) for subscription in subscriptions.values()}) == 1:
+            # Kafka collects the trusted claims into a new HashMap (``consumerToOwnedPartitions``),
+            # filled in the walk above, and the constrained path walks that map.
+            members = hash_map_order(subscriptions)
             assignment, transferring = _ConstrainedAssignment(partitions_per_topic, members, ownership).build()
         else:
-            assignment = _GeneralAssignment(partitions_per_topic, subscriptions, members, ownership).build()
+            assignment = _GeneralAssignment(partitions_per_topic, subscriptions, ownership).build()
             transferring = None
         return {member_id: assignment[member_id] for member_id in subscriptions}, transferring
 
@@ -167,15 +172,22 @@ class _Ownership:
 
 
 def _resolve_ownership(
-    partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription], members: list[str]
+    partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
 ) -> _Ownership:
-    """Settle conflicting claims (``AbstractStickyAssignor.allSubscriptionsEqual``), walking ``members`` in order."""
-    owned: dict[str, list[TopicPartition]] = {member_id: [] for member_id in members}
+    """Settle conflicting claims (``AbstractStickyAssignor.allSubscriptionsEqual``), walking ``subscriptions`` in order.
+
+    The order matters: a claim is only compared with the last claim kept for the partition. Two
+    members of one generation cancel each other's claims unless a member of a higher generation
+    claimed the partition before them in the walk. A claim of a higher generation met after them
+    is kept, but the partition stays marked as claimed by several, which the constrained path
+    honours and the general path does not (as in Kafka).
+    """
+    owned: dict[str, list[TopicPartition]] = {member_id: [] for member_id in subscriptions}
     claimed_by_several: set[TopicPartition] = set()
     claimant: dict[TopicPartition, str] = {}
-    for member_id in members:
-        generation = subscriptions[member_id].generation
-        for partition in subscriptions[member_id].owned_partitions:
+    for member_id, subscription in subscriptions.items():
+        generation = subscription.generation
+        for partition in subscription.owned_partitions:
             if not 0 <= partition.partition < partitions_per_topic.get(partition.topic, 0):
                 continue
             other = claimant.get(partition)
@@ -222,12 +234,12 @@ class _ConstrainedAssignment:
         kept = self._keep_owned_partitions()
         free = [
             TopicPartition(topic, number)
-            for topic in sorted(self._partitions_per_topic)
+            for topic in sorted(self._partitions_per_topic, key=java_string_key)
             for number in range(self._partitions_per_topic[topic])
             if TopicPartition(topic, number) not in kept
         ]
-        self._under_min_quota.sort()
-        self._at_min_quota = deque(sorted(self._at_min_quota))
+        self._under_min_quota.sort(key=java_string_key)
+        self._at_min_quota = deque(sorted(self._at_min_quota, key=java_string_key))
         self._deal(free)
         return self._assignment, self._transferring
 
@@ -241,7 +253,7 @@ class _ConstrainedAssignment:
                     for partition in self._ownership.owned[member_id]
                     if partition not in self._ownership.claimed_by_several
                 ),
-                key=lambda partition: (partition.partition, partition.topic),
+                key=lambda partition: (partition.partition, java_string_key(partition.topic)),
             )
             if len(owned) < self._min_quota:
                 keep = len(owned)
@@ -297,11 +309,11 @@ class _MembersByLoad:
 
     def __init__(self, assignment: Assignment):
         self._assignment = assignment
-        self._ordered: list[tuple[int, str]] = []
-        self._key_of: dict[str, tuple[int, str]] = {}
+        self._ordered: list[tuple[int, bytes, str]] = []
+        self._key_of: dict[str, tuple[int, bytes, str]] = {}
 
     def add(self, member_id: str) -> None:
-        key = (len(self._assignment[member_id]), member_id)
+        key = (len(self._assignment[member_id]), java_string_key(member_id), member_id)
         insort(self._ordered, key)
         self._key_of[member_id] = key
 
@@ -309,13 +321,13 @@ class _MembersByLoad:
         del self._ordered[bisect_left(self._ordered, self._key_of.pop(member_id))]
 
     def __iter__(self) -> Iterator[str]:
-        return (member_id for _, member_id in self._ordered)
+        return (member_id for _, _, member_id in self._ordered)
 
     def least_loaded(self) -> str:
-        return self._ordered[0][1]
+        return self._ordered[0][2]
 
     def most_loaded(self) -> str:
-        return self._ordered[-1][1]
+        return self._ordered[-1][2]
 
 
 class _PartitionMovements:
@@ -379,16 +391,14 @@ class _GeneralAssignment:
         self,
         partitions_per_topic: dict[str, int],
         subscriptions: dict[str, Subscription],
-        members: list[str],
         ownership: _Ownership,
     ):
         self._partitions_per_topic = partitions_per_topic
         self._subscriptions = subscriptions
-        self._members = members
         self._ownership = ownership
         self._consumers_of: dict[str, list[str]] = {topic: [] for topic in partitions_per_topic}
         self._topics_of: dict[str, list[str]] = {}
-        for member_id in members:
+        for member_id in subscriptions:
             topics = [topic for topic in subscriptions[member_id].topics if topic in partitions_per_topic]
             self._topics_of[member_id] = topics
             for topic in topics:
@@ -398,12 +408,14 @@ class _GeneralAssignment:
             member_id: sum(partitions_per_topic[topic] for topic in topics)
             for member_id, topics in self._topics_of.items()
         }
-        self._assignment: Assignment = {member_id: list(ownership.owned[member_id]) for member_id in members}
+        self._assignment: Assignment = {member_id: list(ownership.owned[member_id]) for member_id in subscriptions}
         self._owner_of = {
             partition: member_id for member_id, partitions in self._assignment.items() for partition in partitions
         }
         # Topics with the fewest potential consumers first: they have the least freedom.
-        sorted_topics = sorted(partitions_per_topic, key=lambda topic: (len(self._consumers_of[topic]), topic))
+        sorted_topics = sorted(
+            partitions_per_topic, key=lambda topic: (len(self._consumers_of[topic]), java_string_key(topic))
+        )
         self._sorted_partitions = [
             TopicPartition(topic, number) for topic in sorted_topics for number in range(partitions_per_topic[topic])
         ]
@@ -422,10 +434,10 @@ class _GeneralAssignment:
 
     def _previous_owners(self) -> dict[TopicPartition, str]:
         """Partition to the member that owned it in the latest generation before the current one
-        (``prepopulateCurrentAssignments``); the first such member in map order wins a tie."""
+        (``prepopulateCurrentAssignments``); of two members of that generation, the first in
+        ``subscriptions`` order wins."""
         latest: dict[TopicPartition, tuple[str, int]] = {}
-        for member_id in self._members:
-            subscription = self._subscriptions[member_id]
+        for member_id, subscription in self._subscriptions.items():
             if subscription.generation >= self._ownership.max_generation:
                 continue
             for partition in subscription.owned_partitions:
