@@ -1,58 +1,4 @@
-"""A Kafka-style producer: records in, batched per partition, appended to the log directory.
-
-``Producer`` is what Kafka's ``KafkaProducer`` is to a broker, with the log directory in place of the
-broker: ``send`` queues a record and returns a future of its ``RecordMetadata``; records are
-partitioned as Kafka's producer partitions them (``pysparklog.partitioner``), gathered per partition
-into record batches of ``batch.size`` bytes, and a background sender thread appends a partition's
-batches once a batch is full or its oldest record has waited ``linger.ms``, as Kafka's ``Sender``
-drains its ``RecordAccumulator``. ``flush`` and ``close`` append everything at once. ``send_arrow``
-is the bulk path: a whole Arrow table, partitioned, encoded and appended in one call.
-
-Per record, ``send`` only appends to a few lists. The work Kafka does per record (partitioning,
-sizing, encoding) runs over everything the sender takes at once, vectorised: the partitioner over
-the accumulated key column, ``encode_arrow`` over each partition's rows. A future is an index into
-its drain's result arrays, not a callback per record.
-
-Acknowledged, on a filesystem
------------------------------
-
-A future completes (and ``send_arrow`` returns) once ``PartitionLog.append`` has returned: the
-batch is written to the segment and the partition's state record updated, so every reader sees it.
-It is fsynced only as the topic's flush policy (``flush.messages``, ``flush.ms``) says, as a Kafka
-broker acknowledges ``acks=all`` without fsync: by default the OS writes it back and segments are
-fsynced when they roll. A process crash loses nothing acknowledged; a machine crash (power, kernel)
-can lose what was acknowledged after the last fsync, which recovery then truncates. Records still
-in the producer (sent, not yet appended) are lost with the process, as they are with Kafka's.
-There is one copy, the log directory: ``acks=1`` and ``acks=all`` mean the same.
-
-Idempotence
------------
-
-With ``enable.idempotence`` (the default) the producer takes a producer id from the log directory
-(``storage.producer_ids``), epoch 0, and numbers each partition's batches as Kafka's
-``TransactionManager`` does: a partition's first batch has base sequence 0, each next one the
-previous plus its record count, wrapping at 2**31. An append that fails with an ``OSError`` may
-have been written anyway, so it is retried with the same batches, which the log recognises (it
-keeps the producer's last five runs of consecutive batches, so a retried append of any number of
-batches is recognised whole) and does not write twice. When an append finally fails, the
-producer cannot know which of its sequences the log holds, so it takes a new producer id and
-starts every partition at sequence 0 again (Kafka's idempotent producer resets its id the same way).
-
-Transactions
-------------
-
-With ``transactional.id`` the producer is Kafka's transactional producer: ``init_transactions``
-takes a session (producer id, bumped epoch) from ``pysparklog.transactions``, fencing older producers
-of the id; ``begin_transaction``, then sends (each partition registered before its first append),
-then ``commit_transaction`` or ``abort_transaction`` write COMMIT or ABORT markers, which
-``read_committed`` readers follow. ``prepare_transaction`` flushes and hands the open transaction to
-another process to end (KIP-939's two-phase commit): Spark's driver commits its tasks' transactions so.
-
-Example:
-    >>> with Producer("/data/logs") as producer:
-    ...     future = producer.send("orders", b'{"amount": 5}', key=b"c1")
-    ...     metadata = future.get(timeout=10)   # RecordMetadata(topic='orders', partition=..., offset=...)
-"""
+"""``Producer``: Kafka's ``KafkaProducer`` over a log directory (see the package for how it works)."""
 
 from __future__ import annotations
 
@@ -63,7 +9,7 @@ import operator
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,40 +17,31 @@ import numpy as np
 import pyarrow as pa
 
 from pysparklog.errors import InvalidConfigError, PySparkLogError, UnknownTopicError
-from pysparklog.partitioner import CustomPartitioner, NullKeyStrategy, Partitioner, PartitionerConfig
+from pysparklog.partitioner import Partitioner
 from pysparklog.partitioner import _record_sizes as record_sizes
+from pysparklog.producer.config import ProducerConfig
+from pysparklog.producer.future import Chunk, RecordFuture, publish
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.log import AppendInfo, PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.producer_ids import allocate_producer_id
-from pysparklog.storage.producer_state import BATCHES_RETAINED, next_sequence
-from pysparklog.storage.records.arrow_records import HEADER_TYPE, BatchSettings, EncodedBatches, encode_arrow
-from pysparklog.storage.records.codecs import Codec
+from pysparklog.storage.producer_state import next_sequence
+from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, encode_arrow
 from pysparklog.storage.records.default_records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
 )
-from pysparklog.storage.topic_config import ConfigKey, ConfigType
 from pysparklog.structs import TopicPartition
 from pysparklog.transactions import (
     PreparedTransaction,
     ProducerSession,
     TransactionCoordinator,
-    validate_transactional_id,
 )
 
 _log = logging.getLogger(__name__)
 
-# Kafka's partitioner.class names that select a built-in strategy: (null-key strategy, ignore keys).
-_KAFKA_PARTITIONERS: Mapping[str, tuple[NullKeyStrategy, bool]] = {
-    "org.apache.kafka.clients.producer.internals.DefaultPartitioner": (NullKeyStrategy.STICKY, False),
-    "org.apache.kafka.clients.producer.UniformStickyPartitioner": (NullKeyStrategy.STICKY, True),
-    "org.apache.kafka.clients.producer.RoundRobinPartitioner": (NullKeyStrategy.ROUND_ROBIN, True),
-}
-_CODECS: Mapping[str, Codec] = {codec.kafka_name: codec for codec in Codec}
-_ACKS = ("all", "-1", "1")
 # Kafka's DefaultRecord.MAX_RECORD_OVERHEAD: the most a record adds to its key and value.
 _MAX_RECORD_OVERHEAD = 21
 # Rows the bulk path gathers per partition at a time: the copy stays in cache and memory bounded.
@@ -113,365 +50,11 @@ _BINARY = frozenset({bytes, bytearray, memoryview, type(None)})
 _client_ids = itertools.count(1)
 
 
-def _key(name: str, kind: ConfigType, default: object, minimum: int | None = None, *choices: str) -> ConfigKey:
-    return ConfigKey(name, kind, str(default), minimum, None, choices)
-
-
-# Kafka's ProducerConfig definitions of the numeric and string settings (types, defaults, ranges).
-_KEYS: Mapping[str, ConfigKey] = {
-    key.name: key
-    for key in (
-        _key("batch.size", ConfigType.INT, 16384, 0),
-        _key("linger.ms", ConfigType.LONG, 5, 0),
-        _key("compression.type", ConfigType.STRING, "none", None, *_CODECS),
-        _key("max.request.size", ConfigType.INT, 1024 * 1024, 0),
-        _key("max.in.flight.requests.per.connection", ConfigType.INT, 5, 1),
-        _key("client.id", ConfigType.STRING, ""),
-        _key("acks", ConfigType.STRING, "all", None, *_ACKS),
-        _key("retries", ConfigType.INT, INT_MAX, 0),
-        _key("retry.backoff.ms", ConfigType.LONG, 100, 0),
-        _key("delivery.timeout.ms", ConfigType.INT, 120000, 0),
-        _key("metadata.max.age.ms", ConfigType.LONG, 300000, 0),
-        _key("transaction.timeout.ms", ConfigType.INT, 60000, 1),
-    )
-}
-_BOOLEANS = ("enable.idempotence", "partitioner.ignore.keys")
-
-
-def _default(name: str) -> Any:
-    """Kafka's default of a setting, parsed: the dataclass's default, so the two cannot disagree."""
-    key = _KEYS[name]
-    assert key.default is not None
-    return key.parse(key.default)
-
-
-ACCEPTED_CONFIGS = sorted([*_KEYS, *_BOOLEANS, "partitioner.class", "transactional.id"])
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerConfig:
-    """The producer's settings, Kafka's producer configs of the same names (dots for underscores),
-    checked when the config is made.
-
-    Attributes:
-        batch_size: ``batch.size``: the bytes of a partition's record batch; a batch closes before the
-            record that would take it past this (a larger record gets a batch of its own). 0 puts
-            every record in a batch of its own.
-        linger_ms: ``linger.ms``: how long a partition's records may wait for more before their
-            batch is appended although not full.
-        compression_type: ``compression.type``: none, gzip, snappy, lz4 or zstd, per batch.
-        enable_idempotence: ``enable.idempotence``: number batches so that retried appends are never
-            written twice (see the module). None is Kafka's default: on, unless ``acks``, ``retries``
-            or ``max.in.flight.requests.per.connection`` is set to a value idempotence excludes, which
-            then turns it off; set True, such a value is refused.
-        partitioner_class: ``partitioner.class``: a ``CustomPartitioner``, the import path of one, or
-            one of Kafka's class names: ``...RoundRobinPartitioner`` selects round robin for every
-            record, ``...UniformStickyPartitioner`` sticky for every record, and
-            ``...internals.DefaultPartitioner`` the default.
-        partitioner_ignore_keys: ``partitioner.ignore.keys``: partition keyed records as unkeyed ones.
-        null_key_strategy: Where records without a key go: ``"sticky"`` (Kafka's uniform sticky
-            partitioning, the default) or ``"round_robin"`` (what Kafka's ``RoundRobinPartitioner``
-            does, without ignoring keys unless ``partitioner_ignore_keys``).
-        max_request_size: ``max.request.size``: the most bytes one append carries, and the largest
-            record (key and value) accepted.
-        max_in_flight_requests_per_connection: ``max.in.flight.requests.per.connection``: checked as
-            Kafka checks it (at most 5 with idempotence); appends are synchronous, one per partition
-            at a time, so it bounds nothing more here.
-        client_id: ``client.id``: names the sender thread (default ``producer-<n>``).
-        acks: ``acks``: ``all`` (or ``-1``) or ``1``, the same here (one copy); ``0`` is refused, as an
-            append is always waited for.
-        retries: ``retries``: how often an append that failed with an ``OSError`` is tried again.
-        retry_backoff_ms: ``retry.backoff.ms``: the pause before each retry.
-        delivery_timeout_ms: ``delivery.timeout.ms``: retries stop once a record has waited this long
-            since it was sent, its linger included.
-        metadata_max_age_ms: ``metadata.max.age.ms``: how old a topic's partition count may get before
-            it is read again (partitions added meanwhile are used from then on).
-        transactional_id: ``transactional.id``: makes the producer transactional (see the module);
-            needs idempotence.
-        transaction_timeout_ms: ``transaction.timeout.ms``: how long a transaction may stay open before
-            the coordinator aborts it and fences the producer.
-    """
-
-    batch_size: int = _default("batch.size")
-    linger_ms: int = _default("linger.ms")
-    compression_type: str = _default("compression.type")
-    enable_idempotence: bool | None = None
-    partitioner_class: str | CustomPartitioner | None = None
-    partitioner_ignore_keys: bool = False
-    null_key_strategy: NullKeyStrategy | str = NullKeyStrategy.STICKY
-    max_request_size: int = _default("max.request.size")
-    max_in_flight_requests_per_connection: int = _default("max.in.flight.requests.per.connection")
-    client_id: str = _default("client.id")
-    acks: str = _default("acks")
-    retries: int = _default("retries")
-    retry_backoff_ms: int = _default("retry.backoff.ms")
-    delivery_timeout_ms: int = _default("delivery.timeout.ms")
-    metadata_max_age_ms: int = _default("metadata.max.age.ms")
-    transactional_id: str | None = None
-    transaction_timeout_ms: int = _default("transaction.timeout.ms")
-    #: Whether idempotence is in force: ``enable_idempotence`` resolved as Kafka resolves it.
-    idempotent: bool = field(init=False, repr=False, compare=False)
-    #: The partitioning settings these make.
-    partitioner: PartitionerConfig = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        for key in _KEYS.values():
-            key.check(getattr(self, key.name.replace(".", "_")))
-        for name in _BOOLEANS:
-            value = getattr(self, name.replace(".", "_"))
-            if not isinstance(value, bool) and not (name == "enable.idempotence" and value is None):
-                raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: true or false")
-        object.__setattr__(self, "idempotent", self._resolve_idempotence())
-        if self.transactional_id is not None:
-            validate_transactional_id(self.transactional_id)
-            if not self.idempotent:
-                raise InvalidConfigError("Cannot set a transactional.id without also enabling idempotence.")
-        strategy, ignore_keys, custom = self.null_key_strategy, self.partitioner_ignore_keys, self.partitioner_class
-        if isinstance(custom, str) and custom in _KAFKA_PARTITIONERS:
-            strategy, kafka_ignores = _KAFKA_PARTITIONERS[custom]
-            ignore_keys, custom = ignore_keys or kafka_ignores, None
-        partitioner = PartitionerConfig(strategy, self.batch_size, ignore_keys, custom)
-        object.__setattr__(self, "partitioner", partitioner)
-
-    def _resolve_idempotence(self) -> bool:
-        """Kafka's ``ProducerConfig.postProcessAndValidateIdempotenceConfigs``."""
-        if self.enable_idempotence is False:
-            return False
-        conflicts = []
-        if self.retries == 0:
-            conflicts.append("retries to non-zero")
-        if self.acks not in ("all", "-1"):
-            conflicts.append("acks to all")
-        if self.max_in_flight_requests_per_connection > BATCHES_RETAINED:
-            conflicts.append(f"max.in.flight.requests.per.connection to at most {BATCHES_RETAINED}")
-        if conflicts and self.enable_idempotence:
-            raise InvalidConfigError(f"Must set {' and '.join(conflicts)} in order to use the idempotent producer")
-        return not conflicts
-
-    @property
-    def codec(self) -> Codec:
-        return _CODECS[self.compression_type]
-
-    @classmethod
-    def from_properties(cls, properties: Mapping[str, Any]) -> ProducerConfig:
-        """Build from Kafka-named producer configs (``{"batch.size": "65536", "linger.ms": 10}``).
-
-        Values are Kafka strings (parsed as Kafka parses them) or Python values of the field's type.
-
-        Raises:
-            InvalidConfigError: An unknown name (the message lists the accepted ones) or a refused value.
-        """
-        values: dict[str, Any] = {}
-        for name, value in properties.items():
-            if name == "transactional.id":
-                value = value or None  # Kafka's default is null; an empty id means none
-            elif name in _KEYS and isinstance(value, str):
-                value = _KEYS[name].parse(value)
-            elif name in _BOOLEANS and isinstance(value, str):
-                value = _parse_bool(name, value)
-            elif name not in ACCEPTED_CONFIGS:
-                raise InvalidConfigError(f"unknown producer config {name!r}; accepted: {', '.join(ACCEPTED_CONFIGS)}")
-            values[name.replace(".", "_")] = value
-        return cls(**values)
-
-
-def _parse_bool(name: str, text: str) -> bool:
-    """A Kafka BOOLEAN: ``true`` or ``false`` in any case, blanks around ignored."""
-    word = text.strip().lower()
-    if word not in ("true", "false"):
-        raise InvalidConfigError(f"{name} = {text!r} is invalid; accepted: true or false")
-    return word == "true"
-
-
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where a record was appended (Kafka's ``RecordMetadata``).
-
-    Attributes:
-        topic: The topic.
-        partition: The partition.
-        offset: The record's offset.
-        timestamp: Its CreateTime (given, or the time it was sent), or the log append time when the
-            topic's ``message.timestamp.type`` is LogAppendTime.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-
-
-#: A completion callback, as Kafka's ``Callback.onCompletion``: the metadata, or the error.
-Callback = Callable[[RecordMetadata | None, BaseException | None], None]
-
-
-class _Chunk:
-    """The records ``send`` queued for one topic between two drains, and then their outcomes.
-
-    ``send`` appends to the lists; the sender takes the chunk whole, and from then on the records'
-    partitions, offsets and timestamps live in arrays that the futures index. A record has its
-    outcome once its offset is set (an offset is never negative) or it has an error.
-    """
-
-    __slots__ = (
-        "topic",
-        "num_partitions",
-        "created",
-        "bytes",
-        "values",
-        "keys",
-        "headers",
-        "partitions",
-        "timestamps",
-        "has_headers",
-        "has_partitions",
-        "lock",
-        "changed",
-        "partition",
-        "offset",
-        "timestamp",
-        "errors",
-        "callbacks",
-    )
-
-    def __init__(self, topic: str, num_partitions: int, lock: threading.Lock) -> None:
-        self.topic = topic
-        self.num_partitions = num_partitions
-        self.created = 0.0  # monotonic time of the first record
-        self.bytes = 0  # key and value bytes
-        self.values: list[Any] = []
-        self.keys: list[Any] = []
-        self.headers: list[list[tuple[str, Any]] | None] = []
-        self.partitions: list[int | None] = []
-        self.timestamps: list[int] = []
-        self.has_headers = False
-        self.has_partitions = False
-        self.lock = lock  # the producer's: waiters and ``callbacks`` against new outcomes
-        self.changed = threading.Condition(lock)  # notified when records get their outcomes
-        self.partition = np.empty(0, np.int32)
-        self.offset = np.empty(0, np.int64)
-        self.timestamp = np.empty(0, np.int64)
-        self.errors: dict[int, BaseException] = {}
-        self.callbacks: list[tuple[int, Callback]] = []
-
-    def take_table(self) -> pa.Table:
-        """The records as Arrow columns (key, value, timestamp, headers when any has some); the lists are
-        released, and the timestamps become the result array."""
-        self.offset = np.full(len(self.timestamps), -1, np.int64)  # first, so that ``fail`` reaches every record
-        self.timestamp = np.array(self.timestamps, np.int64)
-        columns = {
-            "key": pa.array(self.keys, pa.binary()),
-            "value": pa.array(self.values, pa.binary()),
-            "timestamp": pa.array(self.timestamps, pa.int64()),
-        }
-        if self.has_headers:
-            columns["headers"] = pa.array(self.headers, HEADER_TYPE)
-        self.values, self.keys, self.headers, self.timestamps = [], [], [], []
-        return pa.table(columns)
-
-    def take_explicit(self) -> pa.Array | None:
-        explicit = pa.array(self.partitions, pa.int32()) if self.has_partitions else None
-        self.partitions = []
-        return explicit
-
-    def resolve(self, rows: np.ndarray, outcome: AppendInfo | BaseException, position: int) -> None:
-        """Record the outcome of ``rows``, the records at ``position`` onwards of an append."""
-        if isinstance(outcome, AppendInfo):
-            self.offset[rows] = outcome.first_offset + position + np.arange(len(rows))
-            if outcome.log_append_time_ms >= 0:
-                self.timestamp[rows] = outcome.log_append_time_ms
-        else:
-            self.errors.update(dict.fromkeys(rows.tolist(), outcome))
-
-    def fail(self, error: BaseException) -> None:
-        """Every record of the chunk without an outcome fails with ``error``."""
-        for index in np.flatnonzero(self.offset < 0).tolist():
-            self.errors.setdefault(index, error)
-
-    def has_outcome(self, index: int) -> bool:
-        return index < len(self.offset) and (self.offset[index] >= 0 or index in self.errors)
-
-    def result(self, index: int) -> RecordMetadata:
-        error = self.errors.get(index)
-        if error is not None:
-            raise error
-        return RecordMetadata(
-            self.topic, int(self.partition[index]), int(self.offset[index]), int(self.timestamp[index])
-        )
-
-    def publish(self) -> None:
-        """Wake the futures waiting on the chunk and run the callbacks of records that have their outcome,
-        in the calling thread (as Kafka runs them in its I/O thread), outside the producer's locks."""
-        with self.lock:
-            self.changed.notify_all()
-            due = [(i, callback) for i, callback in self.callbacks if self.has_outcome(i)]
-            if due:
-                self.callbacks = [(i, callback) for i, callback in self.callbacks if not self.has_outcome(i)]
-        for index, callback in due:
-            _run_callback(callback, self, index)
-
-
-def _run_callback(callback: Callback, chunk: _Chunk, index: int) -> None:
-    """Call a callback with the record's outcome; its errors are logged, as Kafka logs them, so that
-    one faulty callback does not keep other records' callbacks from running."""
-    try:
-        metadata = chunk.result(index)
-    except BaseException as error:  # the record's failure, handed to the callback
-        outcome: tuple[RecordMetadata | None, BaseException | None] = (None, error)
-    else:
-        outcome = (metadata, None)
-    try:
-        callback(*outcome)
-    except Exception:
-        _log.exception("Error executing user-provided callback on message for topic %s", chunk.topic)
-
-
-class RecordFuture:
-    """The future result of one ``send`` (Kafka's ``Future<RecordMetadata>``)."""
-
-    __slots__ = ("_chunk", "_index")
-
-    def __init__(self, chunk: _Chunk, index: int) -> None:
-        self._chunk = chunk
-        self._index = index
-
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        """Wait for the record to be appended and return where it went.
-
-        Args:
-            timeout: Seconds to wait at most; None waits as long as it takes.
-
-        Raises:
-            TimeoutError: The record is not appended after ``timeout`` seconds.
-            PySparkLogError: The append failed (``OutOfOrderSequenceError``, ``InvalidTimestampError``...);
-                an ``OSError`` when it failed on the filesystem after its retries.
-        """
-        chunk = self._chunk
-        with chunk.lock:
-            if not chunk.changed.wait_for(lambda: chunk.has_outcome(self._index), timeout):
-                raise TimeoutError(f"record for topic {chunk.topic} not appended within {timeout} s")
-        return chunk.result(self._index)
-
-    def done(self) -> bool:
-        """Whether the record has its outcome (appended or failed)."""
-        return self._chunk.has_outcome(self._index)
-
-    def add_callback(self, callback: Callback) -> None:
-        """Call ``callback(metadata, None)`` once the record is appended, ``callback(None, error)`` if it
-        fails: at once when it already has; otherwise in the thread that appends it (keep it short)."""
-        chunk = self._chunk
-        with chunk.lock:
-            if not chunk.has_outcome(self._index):
-                chunk.callbacks.append((self._index, callback))
-                return
-        _run_callback(callback, chunk, self._index)
-
-
 @dataclass(slots=True)
 class _Piece:
     """Records of one chunk waiting in one partition's queue, in the order they were sent."""
 
-    chunk: _Chunk
+    chunk: Chunk
     rows: np.ndarray  # their indexes in the chunk
     table: pa.Table
     sizes: np.ndarray  # key and value bytes of each
@@ -533,7 +116,7 @@ class Producer:
         # Guards what ``send`` touches: the incoming chunks, the partition counts, the closed flag.
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)
-        self._chunks: dict[str, _Chunk] = {}
+        self._chunks: dict[str, Chunk] = {}
         self._partition_counts: dict[str, int] = {}
         self._closed = False
         # Guards the appending side: topics, partition queues, sequences, the producer id.
@@ -632,14 +215,14 @@ class Producer:
             f"larger than {self.config.max_request_size}, which is the value of the max.request.size configuration."
         )
 
-    def _open_chunk(self, topic: str) -> _Chunk:
+    def _open_chunk(self, topic: str) -> Chunk:
         """The first chunk of a topic (``send``'s slow path, under ``_lock``)."""
         if self._closed:
             raise PySparkLogError("Cannot perform operation after producer has been closed")
         count = self._partition_counts.get(topic)
         if count is None:
             count = self._partition_counts[topic] = self._logs.topics.get(topic).partitions
-        chunk = self._chunks[topic] = _Chunk(topic, count, self._lock)
+        chunk = self._chunks[topic] = Chunk(topic, count, self._lock)
         return chunk
 
     def send_arrow(self, topic: str, data: pa.Table | pa.RecordBatch) -> dict[int, AppendInfo]:
@@ -689,7 +272,7 @@ class Producer:
                     for p in np.flatnonzero(np.diff(bounds)).tolist()
                 }
             finally:
-                _publish(touched)
+                publish(touched)
 
     def _check_sizes(self, table: pa.Table) -> None:
         """``max.request.size`` over a whole table: the largest key and value."""
@@ -703,7 +286,7 @@ class Producer:
             with self._lock:
                 chunks = self._take_chunks()
             touched = self._drain(chunks, force_all=True)
-        _publish(touched)
+        publish(touched)
 
     def close(self) -> None:
         """Append what is still waiting, stop the sender thread and close the partition logs; later sends
@@ -722,7 +305,7 @@ class Producer:
                 for state in topic.partitions.values():
                     if state.log is not None:
                         state.log.close()
-        _publish(touched)
+        publish(touched)
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partitions of a topic, read from the log directory now.
@@ -868,7 +451,7 @@ class Producer:
                 with self._lock:
                     chunks = self._take_chunks()
                 touched = self._drain(chunks)
-            _publish(touched)
+            publish(touched)
 
     def _time_to_drain(self) -> float:
         """Seconds until something is due: a possibly full batch, or a linger ending (under ``_lock``)."""
@@ -881,19 +464,19 @@ class Producer:
                 wait = min(wait, chunk.created + self._linger_s - now)
         return wait
 
-    def _take_chunks(self, topic: str | None = None) -> list[_Chunk]:
+    def _take_chunks(self, topic: str | None = None) -> list[Chunk]:
         """The incoming chunks with records (of ``topic``, or all), replaced by empty ones (under ``_lock``)."""
         taken = [c for c in self._chunks.values() if c.values and topic in (None, c.topic)]
         for chunk in taken:
-            self._chunks[chunk.topic] = _Chunk(chunk.topic, self._partition_counts[chunk.topic], self._lock)
+            self._chunks[chunk.topic] = Chunk(chunk.topic, self._partition_counts[chunk.topic], self._lock)
         return taken
 
     def _drain(
-        self, chunks: list[_Chunk], *, force_all: bool = False, force_topic: str | None = None
-    ) -> dict[_Chunk, None]:
+        self, chunks: list[Chunk], *, force_all: bool = False, force_topic: str | None = None
+    ) -> dict[Chunk, None]:
         """Queue the chunks' records per partition, then append every queue that is due (under
         ``_append_lock``); returns the chunks whose records got outcomes, to publish outside it."""
-        touched: dict[_Chunk, None] = {}
+        touched: dict[Chunk, None] = {}
         for chunk in chunks:
             try:
                 self._enqueue(chunk)
@@ -912,7 +495,7 @@ class Producer:
         self._next_deadline = min((s.oldest + self._linger_s for s in self._waiting), default=float("inf"))
         return touched
 
-    def _enqueue(self, chunk: _Chunk) -> None:
+    def _enqueue(self, chunk: Chunk) -> None:
         """Partition a chunk's records and queue each partition's share (vectorised: no Python per record)."""
         table = chunk.take_table()
         explicit = chunk.take_explicit()
@@ -949,7 +532,7 @@ class Producer:
 
     # -- appending ----------------------------------------------------------------------------
 
-    def _append_queue(self, state: _PartitionState, *, keep_partial: bool, touched: dict[_Chunk, None]) -> None:
+    def _append_queue(self, state: _PartitionState, *, keep_partial: bool, touched: dict[Chunk, None]) -> None:
         """Append a partition's queued records (with ``keep_partial``, all but those of the last batch,
         which may fill up still) and hand each record its outcome."""
         while state.pieces:
@@ -1143,7 +726,7 @@ def _without_last_batch(groups: list[EncodedBatches]) -> list[EncodedBatches]:
 
 
 def _resolve(
-    state: _PartitionState, outcomes: list[tuple[int, int, AppendInfo | BaseException]], touched: dict[_Chunk, None]
+    state: _PartitionState, outcomes: list[tuple[int, int, AppendInfo | BaseException]], touched: dict[Chunk, None]
 ) -> None:
     """Hand the outcome of each append to the records it holds: rows [first, end) of the queue's pieces."""
     piece_start = 0
@@ -1174,8 +757,3 @@ def _drop_rows(state: _PartitionState, count: int) -> None:
             state.pending_bytes -= int(piece.sizes[:count].sum())
             state.pieces[0] = _Piece(piece.chunk, piece.rows[count:], piece.table.slice(count), piece.sizes[count:])
             count = 0
-
-
-def _publish(chunks: dict[_Chunk, None]) -> None:
-    for chunk in chunks:
-        chunk.publish()
