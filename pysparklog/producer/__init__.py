@@ -48,6 +48,18 @@ then ``commit_transaction`` or ``abort_transaction`` write COMMIT or ABORT marke
 ``read_committed`` readers follow. ``prepare_transaction`` flushes and hands the open transaction to
 another process to end (KIP-939's two-phase commit): Spark's driver commits its tasks' transactions so.
 
+Modules
+-------
+
+One per role, as Kafka's producer client has them; each imports only modules listed above it:
+
+- ``config``: ``ProducerConfig``, Kafka's producer configs.
+- ``future``: ``RecordMetadata``, ``RecordFuture`` and the ``Chunk`` of records the futures read from.
+- ``accumulator``: ``RecordAccumulator``, the records waiting per topic, then per partition.
+- ``transaction_manager``: ``TransactionManager``, the producer id and epoch, the transaction states.
+- ``sender``: ``Sender``, the thread and the drains, encoding, appends and retries.
+- ``producer``: ``Producer``, the facade over them.
+
 Example:
     >>> with Producer("/data/logs") as producer:
     ...     future = producer.send("orders", b'{"amount": 5}', key=b"c1")
