@@ -295,7 +295,8 @@ def test_without_idempotence_batches_carry_no_producer(logs: LogDirectory) -> No
 def test_sequences_wrap_at_2_31(logs: LogDirectory) -> None:
     config = ProducerConfig(batch_size=200, linger_ms=FOREVER_MS)
     with Producer(logs, config) as producer:
-        producer._partition(producer._topic("one"), 0).next_sequence = 2**31 - 3  # as after 2**31 - 3 records
+        accumulator = producer._accumulator
+        accumulator.partition(accumulator.topic("one"), 0).next_sequence = 2**31 - 3  # as after 2**31 - 3 records
         for i in range(10):
             producer.send("one", b"%050d" % i)
     batches = entries(logs, "one", 0)

@@ -86,7 +86,7 @@ def test_a_new_session_aborts_the_open_transaction_and_fences_the_old_producer(l
     old.init_transactions()
     old.begin_transaction()
     _send(old, 0, b"zombie")
-    old_session = ProducerSession(old._producer_id, old._producer_epoch)
+    old_session = ProducerSession(old._transactions.producer_id, old._transactions.producer_epoch)
     with _producer(logs) as new:
         new.init_transactions()  # aborts the old session's transaction with a bumped epoch
         assert _values(logs, 0, READ_COMMITTED) == []

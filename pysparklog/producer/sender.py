@@ -1,0 +1,283 @@
+"""The appending side: the sender thread, drains, encoding, appends and their retries (Kafka's ``Sender``).
+
+The sender thread waits until the accumulator has something due, takes its chunks, queues them per
+partition and appends every queue that is due; ``flush``, ``close`` and ``send_arrow`` do the same
+in the caller's thread. All of it runs under the producer's append lock, one append at a time. A
+queue's rows are encoded at once (``encode_arrow``: batches of ``batch.size``, numbered from the
+partition's next sequence) and appended in groups of at most ``max.request.size`` bytes; an append
+that fails with an ``OSError`` is retried with the same batches, which the log recognises when it
+has them already. The outcome of each append reaches its records' chunks, whose futures and
+callbacks are then woken outside the lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from pysparklog.producer.accumulator import PartitionState, RecordAccumulator, group_rows
+from pysparklog.producer.config import ProducerConfig
+from pysparklog.producer.future import Chunk, publish
+from pysparklog.producer.transaction_manager import TransactionManager
+from pysparklog.storage.config import INT_MAX
+from pysparklog.storage.log import AppendInfo
+from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.producer_state import next_sequence
+from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, encode_arrow
+from pysparklog.storage.records.default_records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+)
+from pysparklog.structs import TopicPartition
+
+_log = logging.getLogger(__name__)
+
+# Rows the bulk path gathers per partition at a time: the copy stays in cache and memory bounded.
+_BULK_ROWS = 1 << 16
+_client_ids = itertools.count(1)
+
+
+class Sender:
+    """Appends what the accumulator holds: from its own thread when due, at once on ``flush`` and ``close``.
+
+    Args:
+        logs: The log directory the partitions are appended to.
+        config: The producer's settings.
+        accumulator: Where the records wait.
+        transactions: The producer id, epoch and transaction the batches belong to.
+        append_lock: The producer's append lock: held while draining and appending.
+    """
+
+    def __init__(
+        self,
+        logs: LogDirectory,
+        config: ProducerConfig,
+        accumulator: RecordAccumulator,
+        transactions: TransactionManager,
+        append_lock: threading.Lock,
+    ) -> None:
+        self._logs = logs
+        self.config = config
+        self._accumulator = accumulator
+        self._transactions = transactions
+        self._append_lock = append_lock
+        name = f"pysparklog-producer-sender | {config.client_id or f'producer-{next(_client_ids)}'}"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        """The sender thread: append what is due whenever something becomes due, until closed."""
+        while self._accumulator.await_due():
+            with self._append_lock:
+                chunks = self._accumulator.take_chunks()
+                touched = self._drain(chunks)
+            publish(touched)
+
+    def flush(self) -> None:
+        """Append every record taken so far, now (``Producer.flush``)."""
+        with self._append_lock:
+            chunks = self._accumulator.take_chunks()
+            touched = self._drain(chunks, force_all=True)
+        publish(touched)
+
+    def close(self) -> None:
+        """Close the accumulator, stop the thread, append what is left and close the logs (``Producer.close``)."""
+        chunks = self._accumulator.close()
+        if chunks is None:
+            return
+        self._thread.join()
+        with self._append_lock:
+            touched = self._drain(chunks, force_all=True)
+            self._accumulator.close_logs()
+        publish(touched)
+
+    def append_table(
+        self, topic: str, table: pa.Table, explicit: pa.ChunkedArray | None, deadline: float
+    ) -> dict[int, AppendInfo]:
+        """``Producer.send_arrow``'s appends: the records sent before to the topic, then the table's rows
+        partitioned (``explicit``: its ``partition`` column), each partition's at once."""
+        with self._append_lock:
+            earlier = self._accumulator.take_chunks(topic, refuse_closed=True)
+            touched = self._drain(earlier, force_topic=topic)
+            try:
+                state = self._accumulator.topic(topic)
+                partitions = state.partitioner.assign_partitions(table, state.num_partitions, explicit)
+                order, bounds = group_rows(partitions, state.num_partitions)
+                self._transactions.register(
+                    [TopicPartition(topic, p) for p in np.flatnonzero(np.diff(bounds)).tolist()]
+                )
+                return {
+                    p: self._append_bulk(
+                        self._accumulator.partition(state, p), table, order[bounds[p] : bounds[p + 1]], deadline
+                    )
+                    for p in np.flatnonzero(np.diff(bounds)).tolist()
+                }
+            finally:
+                publish(touched)
+
+    def _drain(
+        self, chunks: list[Chunk], *, force_all: bool = False, force_topic: str | None = None
+    ) -> dict[Chunk, None]:
+        """Queue the chunks' records per partition, then append every queue that is due (under the
+        append lock); returns the chunks whose records got outcomes, to publish outside it."""
+        touched: dict[Chunk, None] = {}
+        for chunk in chunks:
+            try:
+                self._accumulator.enqueue(chunk)
+            except Exception as error:  # the partitioner or the topic's metadata: every record of the chunk fails
+                chunk.fail(error)
+                touched[chunk] = None
+        for state, keep_partial in self._accumulator.due(force_all=force_all, force_topic=force_topic):
+            self._append_queue(state, keep_partial=keep_partial, touched=touched)
+        return touched
+
+    # -- appending ----------------------------------------------------------------------------
+
+    def _append_queue(self, state: PartitionState, *, keep_partial: bool, touched: dict[Chunk, None]) -> None:
+        """Append a partition's queued records (with ``keep_partial``, all but those of the last batch,
+        which may fill up still) and hand each record its outcome."""
+        while state.pieces:
+            table = state.queued_table()
+            deadline = state.oldest + self.config.delivery_timeout_ms / 1000
+            try:
+                consumed, outcomes = self._append_rows(state, table.combine_chunks(), keep_partial, deadline)
+            except Exception as error:  # outside the appends (the producer id file...): the queue fails
+                consumed, outcomes = table.num_rows, [(0, table.num_rows, error)]
+            state.resolve(outcomes, touched)
+            state.drop_rows(consumed)
+            if not outcomes or isinstance(outcomes[-1][2], AppendInfo):
+                return  # else a failure stopped the appends: go on with the records after it
+
+    def _append_bulk(self, state: PartitionState, table: pa.Table, rows: np.ndarray, deadline: float) -> AppendInfo:
+        """Append ``rows`` of ``table`` to one partition, a slice at a time; raises the first failure."""
+        infos: list[AppendInfo] = []
+        start, step = 0, _BULK_ROWS
+        while start < len(rows):
+            end = min(start + step, len(rows))
+            gathered = table.take(rows[start:end]).combine_chunks()
+            consumed, outcomes = self._append_rows(state, gathered, end < len(rows), deadline)
+            for _first, _last, outcome in outcomes:
+                if not isinstance(outcome, AppendInfo):
+                    raise outcome
+                infos.append(outcome)
+            # A slice smaller than one batch appends nothing while it keeps its last batch: take more.
+            step = step if consumed else step * 2
+            start += consumed
+        return AppendInfo.spanning(infos)
+
+    def _append_rows(
+        self, state: PartitionState, table: pa.Table, keep_partial: bool, deadline: float
+    ) -> tuple[int, list[tuple[int, int, AppendInfo | BaseException]]]:
+        """Encode rows and append them in order, stopping at the first failed append.
+
+        Args:
+            state: The partition.
+            table: The rows, one Arrow chunk.
+            keep_partial: Leave the rows of the last batch out (it may not be full yet).
+            deadline: Monotonic time after which a failed append is not retried.
+
+        Returns:
+            (rows consumed, [(first row, end row, AppendInfo or the error)] per append).
+        """
+        groups = self._encode(state, table)
+        if keep_partial:
+            groups = _without_last_batch(groups)
+        outcomes: list[tuple[int, int, AppendInfo | BaseException]] = []
+        done = 0
+        for group in groups:
+            count = group.num_records
+            try:
+                outcome = self._append_group(state, group, deadline)
+            except BaseException:  # interrupted (Ctrl-C): the append may or may not have been written
+                self._transactions.reset_producer_id()
+                raise
+            outcomes.append((done, done + count, outcome))
+            done += count
+            if not isinstance(outcome, AppendInfo):
+                self._transactions.reset_producer_id()
+                break
+            if self.config.idempotent:
+                state.next_sequence = next_sequence(state.next_sequence, count)
+        return done, outcomes
+
+    def _encode(self, state: PartitionState, table: pa.Table) -> list[EncodedBatches]:
+        """The rows as batches of ``batch.size``, numbered from the partition's next sequence, grouped into
+        appends of at most ``max.request.size`` bytes."""
+        cfg = self.config
+        transactions = self._transactions
+        transactions.ensure_producer_id()
+        transactions.register([TopicPartition(state.topic, state.partition)])
+        settings = BatchSettings(
+            codec=cfg.codec,
+            max_batch_bytes=max(cfg.batch_size, RECORD_BATCH_OVERHEAD),
+            max_batch_records=INT_MAX,
+            producer_id=transactions.producer_id if cfg.idempotent else NO_PRODUCER_ID,
+            producer_epoch=transactions.producer_epoch if cfg.idempotent else NO_PRODUCER_EPOCH,
+            base_sequence=state.next_sequence if cfg.idempotent else NO_SEQUENCE,
+            transactional=transactions.transactional,
+        )
+        return [group for encoded in encode_arrow(table, settings) for group in _split(encoded, cfg.max_request_size)]
+
+    def _append_group(
+        self, state: PartitionState, group: EncodedBatches, deadline: float
+    ) -> AppendInfo | BaseException:
+        """One append, retried with the same batches after an ``OSError`` while retries and time are left."""
+        cfg = self.config
+        backoff = cfg.retry_backoff_ms / 1000
+        attempts = 0
+        while True:
+            try:
+                if state.log is None:
+                    state.log = self._logs.partition(state.topic, state.partition)
+                return state.log.append(group)
+            except OSError as error:
+                attempts += 1
+                if attempts > cfg.retries or time.monotonic() + backoff > deadline:
+                    return error
+                _log.warning(
+                    "append to %s-%d failed (%s); retry %d in %s ms",
+                    state.topic,
+                    state.partition,
+                    error,
+                    attempts,
+                    cfg.retry_backoff_ms,
+                )
+                time.sleep(backoff)
+            except Exception as error:
+                return error
+
+
+def _split(encoded: EncodedBatches, max_bytes: int) -> list[EncodedBatches]:
+    """Consecutive batches grouped into appends of at most ``max_bytes`` bytes (a larger batch alone)."""
+    positions, sizes, counts = encoded.positions, encoded.sizes, encoded.record_counts
+    ends = positions + sizes
+    groups = []
+    i, n = 0, len(positions)
+    while i < n:
+        fitting = int(np.searchsorted(ends, int(positions[i]) + max_bytes, side="right"))
+        j = min(max(fitting, i + 1), n)
+        start = int(positions[i])
+        groups.append(
+            EncodedBatches(encoded.data[start : int(ends[j - 1])], positions[i:j] - start, sizes[i:j], counts[i:j])
+        )
+        i = j
+    return groups
+
+
+def _without_last_batch(groups: list[EncodedBatches]) -> list[EncodedBatches]:
+    """The groups less their very last batch."""
+    if not groups:
+        return groups
+    last = groups[-1]
+    if last.num_batches == 1:
+        return groups[:-1]
+    cut = int(last.positions[-1])
+    shorter = EncodedBatches(last.data[:cut], last.positions[:-1], last.sizes[:-1], last.record_counts[:-1])
+    return [*groups[:-1], shorter]
