@@ -109,3 +109,8 @@ class UnknownMemberIdError(PySparkLogError):
 
 class InconsistentGroupProtocolError(PySparkLogError):
     """A member whose ``partition.assignment.strategy`` shares no assignor with the group's members."""
+
+
+class StorageConflictError(PySparkLogError):
+    """A conditional write that lost: the file it would create exists, or it changed since the version the
+    writer read (an object store's 412 Precondition Failed). The writer re-reads and decides again."""

@@ -1,0 +1,193 @@
+"""The storage seam's contract (``pysparklog.storage.io.base``), checked on every backend.
+
+Each test takes a ``storage`` fixture; a backend joins the suite by adding itself to ``BACKENDS``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
+from pysparklog.storage.io import PosixStorage, PutMode, Storage, read_if_exists, storage_for
+
+BACKENDS: dict[str, Callable[[Path], Storage]] = {"posix": PosixStorage}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    return BACKENDS[request.param](tmp_path / "logs")
+
+
+def test_a_backend_satisfies_the_protocol(storage: Storage) -> None:
+    assert isinstance(storage, Storage)
+
+
+def test_put_then_read_whole_and_ranges(storage: Storage) -> None:
+    path = storage.join("t-0", "00000000000000000000.log")
+    storage.put(path, b"0123456789")
+    assert storage.read(path) == b"0123456789"
+    assert storage.read(path, 3) == b"3456789"
+    assert storage.read(path, 3, 4) == b"3456"
+    assert storage.read(path, 8, 100) == b"89"
+    buffer = bytearray(6)
+    assert storage.read_into(path, 7, memoryview(buffer)) == 3
+    assert bytes(buffer[:3]) == b"789"
+
+
+def test_a_missing_file(storage: Storage) -> None:
+    path = storage.join("missing")
+    assert storage.stat(path) is None
+    assert read_if_exists(storage, path) is None
+    with pytest.raises(FileNotFoundError):
+        storage.read(path)
+    assert storage.delete(path) is False
+    assert storage.list(storage.join("no-such-dir")) == []
+
+
+def test_list_is_sorted_and_shows_directories(storage: Storage) -> None:
+    for name in ("b", "a", "c-0/x"):
+        storage.put(storage.join(*name.split("/")), b"")
+    assert storage.list(storage.join()) == ["a", "b", "c-0"]
+    assert storage.is_directory(storage.join("c-0"))
+    assert not storage.is_directory(storage.join("a"))
+
+
+def test_the_version_changes_with_every_write(storage: Storage) -> None:
+    path = storage.join("state.json")
+    first = storage.put(path, b"one")
+    again = storage.stat(path)
+    assert again is not None and again.version == first.version and again.size == 3
+    second = storage.put(path, b"two")
+    assert second.version != first.version
+
+
+def test_create_only_loses_to_an_existing_file_and_keeps_it(storage: Storage) -> None:
+    path = storage.join("00000000000000000007.commit")
+    storage.put(path, b"mine", mode=PutMode.CREATE)
+    with pytest.raises(StorageConflictError, match="already exists"):
+        storage.put(path, b"theirs", mode=PutMode.CREATE)
+    assert storage.read(path) == b"mine"
+
+
+def test_replace_if_version(storage: Storage) -> None:
+    path = storage.join("group.json")
+    v1 = storage.put(path, b"v1").version
+    v2 = storage.put(path, b"v2", expected_version=v1).version
+    with pytest.raises(StorageConflictError, match="changed"):
+        storage.put(path, b"stale", expected_version=v1)
+    assert storage.read(path) == b"v2"
+    with pytest.raises(StorageConflictError, match="does not exist"):
+        storage.put(storage.join("absent.json"), b"x", expected_version=v2)
+    assert not [name for name in storage.list(storage.join()) if ".tmp." in name]
+
+
+def _conditional_writer(root: str, version: str, name: str, wins: multiprocessing.Queue[str]) -> None:
+    storage = PosixStorage(root)
+    try:
+        storage.put(storage.join("head"), name.encode(), expected_version=version)
+        wins.put(name)
+    except StorageConflictError:
+        pass
+
+
+def test_exactly_one_of_many_processes_wins_a_version(tmp_path: Path) -> None:
+    storage = PosixStorage(tmp_path)
+    version = storage.put(storage.join("head"), b"start").version
+    wins: multiprocessing.Queue[str] = multiprocessing.Queue()
+    writers = [
+        multiprocessing.Process(target=_conditional_writer, args=(str(tmp_path), version, f"w{i}", wins))
+        for i in range(8)
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+    winners = []
+    while not wins.empty():
+        winners.append(wins.get(timeout=5))
+    assert len(winners) == 1
+    assert storage.read(storage.join("head")) == winners[0].encode()
+
+
+def test_in_place_writes(storage: Storage) -> None:
+    if not storage.in_place_writes:
+        pytest.skip("an object store has no in-place writes")
+    path = storage.join("t-0", "00000000000000000000.log")
+    storage.make_directory(storage.join("t-0"))
+    storage.append(path, b"abc")
+    storage.write_at(path, 3, b"def")
+    storage.write_at(path, 1, memoryview(b"XY"))
+    assert storage.read(path) == b"aXYdef"
+    storage.truncate(path, 2)
+    assert storage.read(path) == b"aX"
+    storage.sync(path)
+    storage.sync(storage.join("missing"))
+
+
+def test_rename_delete_and_trees(storage: Storage) -> None:
+    storage.put(storage.join("t-0", "a.log"), b"1")
+    storage.rename(storage.join("t-0", "a.log"), storage.join("t-0", "a.log.deleted"))
+    assert storage.list(storage.join("t-0")) == ["a.log.deleted"]
+    with pytest.raises(FileNotFoundError):
+        storage.rename(storage.join("t-0", "a.log"), storage.join("t-0", "b.log"))
+    assert storage.delete(storage.join("t-0", "a.log.deleted"))
+    storage.put(storage.join("t-1", "x", "y"), b"")
+    storage.delete_tree(storage.join("t-1"))
+    storage.delete_tree(storage.join("t-1"))
+    assert storage.list(storage.join()) == ["t-0"]
+
+
+def _hold_exclusive(path: str, release_after: float) -> None:
+    lock = PosixStorage(os.path.dirname(path)).lock(path)
+    with lock.exclusive() as record:
+        record.write(b"held")
+        time.sleep(release_after)
+    lock.close()
+
+
+def test_a_lock_excludes_another_process_and_holds_its_record(tmp_path: Path) -> None:
+    storage = PosixStorage(tmp_path)
+    path = storage.join("pysparklog.state")
+    lock = storage.lock(path)
+    with lock.shared() as record:
+        assert record is None  # no writer made the file yet
+    holder = multiprocessing.Process(target=_hold_exclusive, args=(path, 1.5))
+    holder.start()
+    deadline = time.monotonic() + 30
+    while storage.stat(path) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    with lock.try_exclusive() as record:
+        assert record is None  # the other process holds it
+    with lock.exclusive() as record:  # waits for the other process
+        assert record.read(4) == b"held"
+        record.write(b"mine")
+    holder.join(30)
+    with lock.shared() as record:
+        assert record is not None and record.read(100) == b"mine"
+    lock.close()
+
+
+@pytest.mark.parametrize(
+    ("location", "message"),
+    [
+        ("s3://bucket/logs", "object storage"),
+        ("gs://bucket/logs", "object storage"),
+        ("abfss://c@account.dfs.core.windows.net/logs", "object storage"),
+        ("ftp://host/logs", "unknown scheme 'ftp'"),
+    ],
+)
+def test_storage_for_names_what_it_accepts(location: str, message: str) -> None:
+    with pytest.raises(InvalidLogDirectoryError, match=message):
+        storage_for(location)
+
+
+def test_storage_for_a_path_or_file_url(tmp_path: Path) -> None:
+    assert storage_for(tmp_path).root == str(tmp_path)
+    assert storage_for(f"file://{tmp_path}").root == str(tmp_path)
