@@ -1,15 +1,20 @@
 """Exercise a damaged copy of the source directory and judge every answer against the ground truth.
 
-Phases, each running every operation on every partition:
+In order:
 
-1. **before recovery**: reads only (``read_arrow`` read_uncommitted and read_committed, from the log
-   start and from offsets inside each segment, ``offset_for_timestamp``, the log start and end), the
+1. reads only (**before recovery**): ``read_arrow`` read_uncommitted and read_committed from the log
+   start and from an offset inside each segment, ``offset_for_timestamp``, the log start and end, the
    committed offsets of every group (``OffsetStore``), topic listing and description, transaction and
    group state;
-2. ``PartitionLog.recover()`` on every partition, then the same checks (**after recovery**);
-3. appends (an idempotent producer into every data partition, a committed and an aborted transaction,
-   an offset commit), each read back, then a cleaner pass (``run_cleaner``: retention and compaction),
-   then the same checks (**after appends and a cleaner pass**).
+2. **appends**: an idempotent producer into every data partition, a committed and an aborted
+   transaction, an offset commit, each read back. A writer that finds its partition damaged runs
+   recovery itself (``PartitionLog._sync_for_write``);
+3. ``PartitionLog.recover()`` on every partition, then a cleaner pass (``run_cleaner``: retention and
+   compaction);
+4. the checks of step 1 again (**after appends, recovery and a cleaner pass**).
+
+Partitions the damage is not in get the log start and end checked at step 1 and a read of all their
+records at step 4; the others (and all of them when the damaged file is the log directory's) every check.
 
 An operation may answer correctly or raise a typed error (``pysparklog.errors.PySparkLogError``).
 Anything else is a failure: an untyped exception, a record that was not written at that offset, a
@@ -24,6 +29,12 @@ What damage may cost, and nothing more (``Damage``):
   batch and deletes the later segments, as Kafka's does);
 - a ``.log`` replaced by (or swapped with) another partition's copy holds that partition's valid
   batches: records equal to that partition's at the same offset cannot be told apart, and are accepted;
+- a COMMIT or ABORT marker in damaged bytes leaves its transaction open: read_committed readers may
+  stop at its first offset, and a later marker of its producer may end it either way, as in Kafka;
+- records the exercise appends count as the others once recovery runs after them, which truncates at
+  the damage whatever came after it; until then, an acknowledged append must read back;
+- compaction (the cleaner, and a commit that rolls a ``__consumer_offsets`` segment) removes records
+  whose key comes again later, tombstones, aborted records and markers;
 - ``log-start-offset-checkpoint`` decides the log start when recovery runs: records below it may go;
 - ``pysparklog-topics.json`` holds the topic configs and partition counts without a checksum: a changed
   value is taken at its word (what the cleaner then removes, which ``__consumer_offsets`` partition a
