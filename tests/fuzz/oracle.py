@@ -55,8 +55,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import pyarrow as pa
-
 from pysparklog import (
     LogDirectory,
     OffsetStore,
@@ -90,6 +88,7 @@ from tests.fuzz.source import (
     Truth,
     open_logs,
     read_records,
+    records_table,
 )
 
 T = TypeVar("T")
@@ -107,9 +106,9 @@ _VIEW, _READ, _FULL = range(3)  # how much ``check_partition`` checks
 class Outcome(enum.StrEnum):
     """What became of one mutant (the worst over its operations)."""
 
-    CLEAN = "clean"  # every answer right, and nothing for recovery to repair
-    RECOVERED = "recovered"  # recovery repaired or truncated; every answer after it right, no typed error left
-    TYPED = "typed error"  # some operation still raised a typed error after recovery; every answer right
+    CLEAN = "clean"  # every answer right, and nothing repaired
+    RECOVERED = "recovered"  # noticed by readers or repaired by recover(); from the appends on, right and no error
+    TYPED = "typed error"  # every answer right, and a typed error from the appends on
     FAILURE = "FAILURE"  # a hang, an untyped exception or a wrong answer
 
 
@@ -795,18 +794,7 @@ class _Exercise:
     def append_one(self, logs: LogDirectory, producer: Producer, tp: TopicPartitionKey) -> None:
         name = f"{tp[0]}-{tp[1]}"
         records = self._new_records(3)
-        table = pa.table(
-            {
-                "key": pa.array([r.key for r in records], pa.binary()),
-                "value": pa.array([r.value for r in records], pa.binary()),
-                "timestamp": pa.array([r.timestamp for r in records], pa.int64()),
-                "headers": pa.array(
-                    [None if r.headers is None else [{"key": k, "value": v} for k, v in r.headers] for r in records],
-                    pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
-                ),
-                "partition": pa.array([tp[1]] * len(records), pa.int32()),
-            }
-        )
+        table = records_table(records, [tp[1]] * len(records))
         _, result = self.attempt(f"send_arrow {name}", producer.send_arrow, tp[0], table)
         if result is None or tp[1] not in result:
             self.tentative.setdefault(tp, []).extend(records)

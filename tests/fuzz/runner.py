@@ -68,10 +68,14 @@ class FuzzSource:
     def __init__(self) -> None:
         self.root = scratch_root()
         self.source = os.path.join(self.root, "source")
-        self.truth = build_source(self.source)
         self.truth_path = os.path.join(self.root, "truth.pickle")
-        with open(self.truth_path, "wb") as f:
-            pickle.dump(self.truth, f)
+        try:
+            self.truth = build_source(self.source)
+            with open(self.truth_path, "wb") as f:
+                pickle.dump(self.truth, f)
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     def __enter__(self) -> FuzzSource:
         return self

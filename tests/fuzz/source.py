@@ -137,6 +137,23 @@ class Truth:
     compacted_topics: frozenset[str] = frozenset()
 
 
+def records_table(records: list[Record], partitions: list[int]) -> pa.Table:
+    """The input of ``Producer.send_arrow`` for ``records``, each to its partition."""
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    return pa.table(
+        {
+            "key": pa.array([r.key for r in records], pa.binary()),
+            "value": pa.array([r.value for r in records], pa.binary()),
+            "timestamp": pa.array([r.timestamp for r in records], pa.int64()),
+            "headers": pa.array(
+                [None if r.headers is None else [{"key": k, "value": v} for k, v in r.headers] for r in records],
+                header_type,
+            ),
+            "partition": pa.array(partitions, pa.int32()),
+        }
+    )
+
+
 def open_logs(path: str) -> LogDirectory:
     """The log directory with the settings it was built with: appends after damage roll the same way."""
     return LogDirectory(path, LOG_CONFIG)
@@ -182,24 +199,8 @@ class _Builder:
         assert offset not in known, f"offset {offset} of {topic}-{partition} acknowledged twice"
         known[offset] = record
 
-    @staticmethod
-    def _table(records: list[Record], partitions: list[int]) -> pa.Table:
-        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-        return pa.table(
-            {
-                "key": pa.array([r.key for r in records], pa.binary()),
-                "value": pa.array([r.value for r in records], pa.binary()),
-                "timestamp": pa.array([r.timestamp for r in records], pa.int64()),
-                "headers": pa.array(
-                    [None if r.headers is None else [{"key": k, "value": v} for k, v in r.headers] for r in records],
-                    header_type,
-                ),
-                "partition": pa.array(partitions, pa.int32()),
-            }
-        )
-
     def _send_arrow(self, producer: Producer, topic: str, records: list[Record], partitions: list[int]) -> None:
-        appended = producer.send_arrow(topic, self._table(records, partitions))
+        appended = producer.send_arrow(topic, records_table(records, partitions))
         for partition, info in appended.items():
             rows = [r for r, p in zip(records, partitions, strict=True) if p == partition]
             assert info.last_offset - info.first_offset + 1 == len(rows)
