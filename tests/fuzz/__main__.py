@@ -10,9 +10,14 @@ import time
 
 from tests.fuzz.mutations import KINDS, catalogue, draw
 from tests.fuzz.oracle import exercise
-from tests.fuzz.runner import DEFAULT_TIMEOUT, FuzzSource, failure_summary, indexes_of, outcome_table
-
-DEFAULT_SEED = 20260101
+from tests.fuzz.runner import (
+    DEFAULT_SEED,
+    DEFAULT_TIMEOUT,
+    FuzzSource,
+    failure_summary,
+    indexes_of,
+    outcome_table,
+)
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from tests.fuzz.oracle import Failure, MutantReport, Outcome
 from tests.fuzz.source import build_source
 
 REPO = Path(__file__).resolve().parents[2]
+DEFAULT_SEED = 20260101
 #: Seconds a mutant may take; normal ones take well under one.
 DEFAULT_TIMEOUT = 10.0
 STARTUP_TIMEOUT = 300.0  # importing pysparklog and loading its compiled kernels, on a busy machine

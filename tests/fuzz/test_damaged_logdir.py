@@ -22,10 +22,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fuzz.__main__ import DEFAULT_SEED
 from tests.fuzz.mutations import KINDS
 from tests.fuzz.oracle import MutantReport, Outcome, exercise
-from tests.fuzz.runner import DEFAULT_TIMEOUT, FuzzSource, failure_summary, indexes_of, outcome_table
+from tests.fuzz.runner import DEFAULT_SEED, DEFAULT_TIMEOUT, FuzzSource, failure_summary, indexes_of, outcome_table
 
 SEED = int(os.environ.get("PYSPARKLOG_FUZZ_SEED", DEFAULT_SEED))
 MUTANTS = int(os.environ.get("PYSPARKLOG_FUZZ_MUTANTS", 256))
