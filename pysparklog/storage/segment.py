@@ -52,6 +52,12 @@ def parse_segment_name(name: str, suffix: str = LOG_SUFFIX) -> int | None:
     return int(stem)
 
 
+def _entry_size(buf: np.ndarray) -> int:
+    """The size of the entry at the start of ``buf``, from its size field (which does not count the
+    offset and itself)."""
+    return int.from_bytes(buf[8:LOG_OVERHEAD].tobytes(), "big", signed=True) + LOG_OVERHEAD
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """Complete entries read from a segment: ``buf`` starts at file position ``position``."""
@@ -180,7 +186,12 @@ class LogSegment:
         """Complete entries from ``start`` up to ``end``, in chunks of about ``max_bytes``.
 
         A chunk never splits an entry; an entry larger than ``max_bytes`` comes alone. Bytes at
-        ``end`` that do not form a whole entry are not returned (a torn or in-progress tail).
+        ``end`` that do not form a whole entry are not returned (a torn or in-progress tail), nor
+        is anything past the end of the file when it is shorter than ``end`` (a machine crash lost
+        acknowledged bytes).
+
+        Every pass either moves past the entries it returns or reads more bytes than the pass
+        before, up to ``end``: the walk ends on any file.
 
         Raises:
             CorruptRecordError: A checksum or size field is wrong (when ``verify_crc``), naming the
@@ -198,11 +209,12 @@ class LogSegment:
                 if entries.corrupt and len(entries) == 0:
                     return  # non-strict: the walk ends at the first invalid entry
                 if len(entries) == 0:
-                    if got < LOG_OVERHEAD or want == end - pos:
-                        return  # the rest of the segment is an incomplete tail
-                    # One entry larger than the chunk: read exactly that entry.
-                    size = int.from_bytes(buf[8:12].tobytes(), "big", signed=True) + LOG_OVERHEAD
-                    max_bytes = max(max_bytes, size)
+                    # Nothing whole in what was read. Only an entry larger than a full read, which
+                    # ends before ``end``, is read again, exactly: any other case is a tail.
+                    size = _entry_size(buf) if got >= LOG_OVERHEAD else 0
+                    if got < want or size <= got or size > end - pos:
+                        return
+                    max_bytes = size
                     continue
                 if verify_crc:
                     bad = entry_crc_error(buf, entries)

@@ -212,3 +212,50 @@ def test_kill_9_mid_append_loses_nothing_acknowledged(tmp_path: Path) -> None:
         for key, value in zip(keys, values, strict=True):
             assert value.startswith(key.replace(b"k", b"v", 1) + b":"), "every record is whole"
     assert len(log.segments()) > 1
+
+
+_CUT_SEGMENT_CHECK = """
+import sys
+from pysparklog import LogDirectory
+from tests.conftest import keyed_table
+log = LogDirectory(sys.argv[1]).partition("t", 0)
+view = log.view()
+segment = log.segment(view.segment_bases[-1])
+chunks = list(segment.chunks(0, view.active_size, max_bytes=int(sys.argv[2]), verify_crc=False))
+print(len(chunks), segment.translate_offset(0, view.active_size), segment.largest_timestamp(view.active_size))
+print(sum(b.num_rows for b in log.read_arrow(max_chunk_bytes=int(sys.argv[2]))))
+print(log.append_arrow(keyed_table(1, start=1000)).first_offset)
+"""
+
+
+@pytest.mark.parametrize("max_bytes", [1024, 4096])  # 4096: what a writer reads of the active segment's start
+def test_a_segment_cut_inside_its_first_batch_is_read_and_recovered_without_looping(
+    tmp_path: Path, max_bytes: int
+) -> None:
+    """A machine crash kept the state record and lost the segment's data: every walk over the short file
+    stops, and the next writer runs full recovery (in a child process, so that a loop fails the test)."""
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(10))
+    log.append_arrow(keyed_table(100, start=10))
+    segment = log.segments()[0]
+    first_batch = int(scan(segment.read_bytes(0, segment.size())).sizes[0])
+    assert 1024 < first_batch < 4096 < segment.size(), "the chunk is smaller, then larger than the cut batch"
+    os.truncate(segment.log_path, first_batch - 10)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CUT_SEGMENT_CHECK, str(tmp_path), str(max_bytes)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a walk over the cut segment never ended")
+    assert done.returncode == 0, done.stderr
+    chunks, read, first_offset = done.stdout.splitlines()
+    assert chunks == "0 None (-1, 0)", "nothing whole is left to read"
+    assert read == "0"
+    assert first_offset == "0", "full recovery truncated the segment at its torn first batch"
+    assert read_all(log).column("key").to_pylist() == [b"k1000"]
