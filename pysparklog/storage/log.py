@@ -64,6 +64,7 @@ from pysparklog.errors import (
     InvalidOffsetError,
     InvalidTimestampError,
     OffsetOutOfRangeError,
+    PySparkLogError,
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
@@ -516,7 +517,13 @@ class PartitionLog:
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """The aborted transactions with records in [``start_offset``, ``end_offset``), what a broker
         returns with a read_committed fetch of that range, for readers that skip aborted records
-        themselves (``read_arrow`` with ``isolation_level="read_committed"`` does)."""
+        themselves (``read_arrow`` with ``isolation_level="read_committed"`` does).
+
+        Raises:
+            InvalidOffsetError: An offset is not an integer.
+        """
+        start_offset = _integer_argument("start_offset", start_offset, "an offset (integer)")
+        end_offset = _integer_argument("end_offset", end_offset, "an offset (integer)")
         self._finish_swap()
         with self._lock.shared() as fd:
             view = self._locked_view(fd)
@@ -572,12 +579,37 @@ class PartitionLog:
         transactions (the batches the aborted transactions overlapping the range cover, found from
         the ``.txnindex`` files as a broker's fetch finds them, are dropped before decoding).
 
+        The arguments are checked when this is called, the offsets against the log when the first
+        batch is asked for.
+
         Raises:
             OffsetOutOfRangeError: ``start_offset`` is below the log start or above the log end.
+            InvalidOffsetError: An offset is not an integer, or ``end_offset`` is below ``start_offset``.
             CorruptRecordError: A checksum or record is invalid; the error names file and position.
-            InvalidConfigError: ``isolation_level`` is neither ``"read_uncommitted"`` nor ``"read_committed"``.
+            InvalidConfigError: ``isolation_level`` is neither ``"read_uncommitted"`` nor ``"read_committed"``,
+                ``max_chunk_bytes`` is not an integer from 1 to 2147483647, or ``include_headers`` not a bool.
         """
         committed = is_read_committed(isolation_level)
+        start_offset = _optional_offset("start_offset", start_offset, "None (the log start)")
+        end_offset = _optional_offset("end_offset", end_offset, "None (the log end)")
+        if not isinstance(include_headers, bool):
+            raise InvalidConfigError(f"include_headers {include_headers!r} is not valid; accepted: True or False")
+        max_chunk_bytes = _integer_argument(
+            "max_chunk_bytes", max_chunk_bytes, f"an integer from 1 to {INT_MAX}", InvalidConfigError
+        )
+        if not 1 <= max_chunk_bytes <= INT_MAX:
+            raise InvalidConfigError(f"max_chunk_bytes {max_chunk_bytes} is not valid; accepted: 1 to {INT_MAX}")
+        return self._read_arrow(start_offset, end_offset, include_headers, max_chunk_bytes, committed)
+
+    def _read_arrow(
+        self,
+        start_offset: int | None,
+        end_offset: int | None,
+        include_headers: bool,
+        max_chunk_bytes: int,
+        committed: bool,
+    ) -> Iterator[pa.RecordBatch]:
+        """``read_arrow`` once its arguments are checked."""
         self._finish_swap()
         with self._lock.shared() as fd:
             view = self._locked_view(fd)
@@ -659,7 +691,11 @@ class PartitionLog:
 
         ``-2`` is the log start offset, ``-1`` the log end offset, ``-3`` the offset of the batch with
         the largest timestamp; any other value finds the first record whose timestamp is at least it.
+
+        Raises:
+            InvalidOffsetError: ``timestamp`` is not an integer, or negative other than -1, -2 and -3.
         """
+        timestamp = _integer_argument("timestamp", timestamp, _TIMESTAMP_ARGUMENTS)
         view = self.view()
         if timestamp == EARLIEST_TIMESTAMP:
             return view.log_start_offset, -1
@@ -674,10 +710,7 @@ class PartitionLog:
                     best = (offset, ts)
             return best
         if timestamp < 0:
-            raise InvalidOffsetError(
-                f"timestamp {timestamp} is not valid; accepted: -2 (earliest), -1 (latest), -3 (max timestamp) "
-                "or milliseconds since the epoch"
-            )
+            raise InvalidOffsetError(f"timestamp {timestamp} is not valid; accepted: {_TIMESTAMP_ARGUMENTS}")
         for base in view.segment_bases:
             seg = self.segment(base)
             end = view.end_of(base, seg)
@@ -1358,8 +1391,9 @@ class PartitionLog:
         """Kafka's DeleteRecords: records below ``offset`` stop being readable; returns the log start.
 
         Raises:
-            InvalidOffsetError: ``offset`` is negative or past the log end (the high watermark).
+            InvalidOffsetError: ``offset`` is not an integer, or negative or past the log end (the high watermark).
         """
+        offset = _integer_argument("offset", offset, "an offset (integer) from 0 to the high watermark")
         with self._write_mutex, self._lock.exclusive() as fd:
             active = self._sync_for_write(fd)
             state = active.state
@@ -1512,6 +1546,27 @@ class PartitionLog:
 #: end (besides the snapshot of every roll), so that the next process starts from there. Kafka's broker keeps
 #: the state in memory and needs no such snapshot; short-lived writers (a Spark task each) do.
 SNAPSHOT_AFTER_REPLAY = 100_000
+
+
+_TIMESTAMP_ARGUMENTS = "-2 (earliest), -1 (latest), -3 (max timestamp) or milliseconds since the epoch"
+
+
+def _integer_argument(
+    name: str, value: object, accepted: str, error: type[PySparkLogError] = InvalidOffsetError
+) -> int:
+    """``value`` as an int, for an argument that takes one (Python and NumPy integers; not bools).
+
+    Raises:
+        PySparkLogError: Of type ``error``, naming the argument, its value and ``accepted``.
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise error(f"{name} {value!r} is not valid; accepted: {accepted}")
+    return int(value)
+
+
+def _optional_offset(name: str, value: object, default: str) -> int | None:
+    """An offset argument that may be None (``default`` says what None means)."""
+    return None if value is None else _integer_argument(name, value, f"an offset (integer) or {default}")
 
 
 def _is_one_producer_run(entries: EntryTable) -> bool:

@@ -200,7 +200,7 @@ class LogSegment:
         pos = start
         with open(self.log_path, "rb", buffering=0) as f:
             while pos < end:
-                want = min(max_bytes, end - pos)
+                want = min(max(max_bytes, LOG_OVERHEAD), end - pos)  # enough to read an entry's size
                 buf = pool_empty(want, np.uint8)
                 f.seek(pos)
                 got = f.readinto(buf.data) or 0

@@ -350,3 +350,50 @@ def test_roll_jitter_shortens_segment_ms_the_same_way_in_every_process(tmp_path:
     assert len(log.segments()) == 1
     log.append_arrow(keyed_table(1, start=2, ts_start=10_000 + 1000 - jitter - 1))  # one millisecond more
     assert [s.base_offset for s in log.segments()] == [0, 2]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"max_chunk_bytes": -1}, InvalidConfigError, "max_chunk_bytes -1 is not valid; accepted: 1 to 2147483647"),
+        ({"max_chunk_bytes": 0}, InvalidConfigError, "max_chunk_bytes 0 is not valid"),
+        ({"max_chunk_bytes": 2**31}, InvalidConfigError, "max_chunk_bytes 2147483648 is not valid"),
+        ({"max_chunk_bytes": 1.5}, InvalidConfigError, "max_chunk_bytes 1.5 is not valid; accepted: an integer"),
+        ({"max_chunk_bytes": "1024"}, InvalidConfigError, "max_chunk_bytes '1024' is not valid"),
+        ({"include_headers": "yes"}, InvalidConfigError, "include_headers 'yes' is not valid; accepted: True or False"),
+        ({"start_offset": "3"}, InvalidOffsetError, r"start_offset '3' is not valid; accepted: an offset \(integer\)"),
+        ({"start_offset": True}, InvalidOffsetError, "start_offset True is not valid"),
+        (
+            {"end_offset": 2.0},
+            InvalidOffsetError,
+            r"end_offset 2.0 is not valid; accepted: an offset \(integer\) or None",
+        ),
+        ({"isolation_level": "committed"}, InvalidConfigError, "isolation level 'committed' is not valid"),
+    ],
+)
+def test_read_arguments_are_checked_when_read_arrow_is_called(
+    tmp_path: Path, arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(10))
+    with pytest.raises(error, match=message):
+        log.read_arrow(**arguments)  # type: ignore[arg-type]
+
+
+def test_the_smallest_chunks_hold_one_batch_each(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(30), BatchSettings(max_batch_records=10))
+    for max_chunk_bytes in (1, 11, 12, 13):
+        batches = list(log.read_arrow(max_chunk_bytes=max_chunk_bytes))
+        assert [b.num_rows for b in batches] == [10, 10, 10]
+    # NumPy integers (offsets taken from an Arrow column) are integers too.
+    numpy_read = log.read_arrow(np.int64(25), np.int32(27), max_chunk_bytes=np.int64(1))  # type: ignore[arg-type]
+    assert [b.num_rows for b in numpy_read] == [2]
+
+
+@pytest.mark.parametrize("timestamp", ["1700000000000", 1.7e12, None, -4])
+def test_offset_for_timestamp_refuses_what_is_not_a_timestamp(tmp_path: Path, timestamp: object) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(10))
+    with pytest.raises(InvalidOffsetError, match=r"accepted: -2 \(earliest\), -1 \(latest\), -3 \(max timestamp\)"):
+        log.offset_for_timestamp(timestamp)  # type: ignore[arg-type]
