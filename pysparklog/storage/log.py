@@ -319,6 +319,22 @@ class _ActiveSegment:
     pending_txn_index: list[AbortedTxn] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class _Batches:
+    """Complete batches to append: ``entries`` found in ``buf``."""
+
+    buf: np.ndarray
+    entries: EntryTable
+
+
+def _joined(pieces: Sequence[_Batches]) -> _Batches:
+    """The batches of ``pieces`` in one buffer (the producer-state check walks one)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    buf = np.concatenate([piece.buf for piece in pieces])
+    return _Batches(buf, scan(buf))
+
+
 @dataclass(slots=True)
 class _ProducerCache:
     """The producers' state as of one acknowledged log end, kept between idempotent appends."""
@@ -723,14 +739,23 @@ class PartitionLog:
     def append_arrow(self, data: pa.Table | pa.RecordBatch, settings: BatchSettings | None = None) -> AppendInfo:
         """Encode Arrow rows (``value``, optional ``key``, ``timestamp``, ``headers``) and append them.
 
+        One call is one append, whatever the table's chunks: everything is encoded and checked first,
+        then written under one hold of the lock, so its offsets are contiguous and nothing is written
+        when a check fails.
+
         Returns:
             The offsets of everything appended by this call.
+
+        Raises:
+            InvalidConfigError: ``data`` is not an Arrow table or record batch, ``settings`` not a
+                ``BatchSettings``, a column is missing or of a type the encoder does not take, or a batch
+                is larger than ``max.message.bytes``.
         """
-        infos = [self.append(encoded) for encoded in encode_arrow(data, settings)]
-        if not infos:
-            end = self.log_end_offset
-            return AppendInfo(end, end - 1, 0, -1, -1)
-        return AppendInfo.spanning(infos)
+        if not isinstance(data, pa.Table | pa.RecordBatch):
+            raise InvalidConfigError(f"cannot append {type(data).__name__}; accepted: a pyarrow Table or RecordBatch")
+        if settings is not None and not isinstance(settings, BatchSettings):
+            raise InvalidConfigError(f"settings {settings!r} is not valid; accepted: a BatchSettings or None")
+        return self._append_all([self._checked(encoded) for encoded in encode_arrow(data, settings)])
 
     def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:
         """Append complete v2 record batches, assigning offsets from the log end as a broker does.
@@ -749,24 +774,29 @@ class PartitionLog:
 
         Raises:
             CorruptRecordError: A batch's checksum is wrong or it is not a complete v2 batch.
-            InvalidConfigError: A batch is larger than ``max.message.bytes``.
+            InvalidConfigError: A batch is larger than ``max.message.bytes``, or ``batches`` is not bytes.
             OutOfOrderSequenceError: An idempotent batch does not follow its producer's last batch.
             ProducerFencedError: An idempotent batch comes from an older epoch of its producer.
         """
+        return self._append_all([self._checked(batches)])
+
+    def _checked(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> _Batches:
+        """The batches of one piece of an append, checked as far as they can be without the lock."""
         if isinstance(batches, EncodedBatches):
             buf = batches.data
             entries = scan(buf)
-        else:
+        elif isinstance(batches, bytes | bytearray | memoryview):
             buf = np.frombuffer(bytearray(batches), dtype=np.uint8)
             entries = scan(buf, file="<append>")
             verify_crcs(buf, entries, file="<append>")
+        else:
+            raise InvalidConfigError(
+                f"cannot append {type(batches).__name__}; accepted: EncodedBatches, bytes, bytearray or memoryview"
+            )
         if entries.incomplete_tail or entries.stop_position != len(buf):
             raise CorruptRecordError(
                 "appended bytes end inside a record batch", file="<append>", position=entries.stop_position
             )
-        if len(entries) == 0:
-            end = self.log_end_offset
-            return AppendInfo(end, end - 1, 0, -1, -1)
         if (entries.magics != 2).any():
             raise CorruptRecordError("only magic 2 record batches can be appended", file="<append>")
         too_large = np.flatnonzero(entries.sizes > self.config.max_message_bytes)
@@ -775,29 +805,40 @@ class PartitionLog:
                 f"record batch of {int(entries.sizes[too_large[0]])} bytes exceeds max.message.bytes "
                 f"({self.config.max_message_bytes})"
             )
+        return _Batches(buf, entries)
+
+    def _append_all(self, pieces: Sequence[_Batches]) -> AppendInfo:
+        """Append checked pieces as one append: under one hold of the lock, in order, contiguous."""
+        pieces = [piece for piece in pieces if len(piece.entries)]
+        if not pieces:
+            end = self.log_end_offset
+            return AppendInfo(end, end - 1, 0, -1, -1)
         os.makedirs(self.directory, exist_ok=True)
         with self._write_mutex, self._lock.exclusive() as fd:
             active = self._sync_for_write(fd)
-            check = self._check_producers(active, buf, entries) if entries.has_producers else None
-            if check is not None and not check.keep.all():
-                entries = entries.select(check.keep)
-            self._check_timestamps(buf, entries)
-            if self._needs_recompression(entries):
-                buf, entries = self._recompress(buf, entries)
-            if check is None:
-                return self._append_locked(fd, active, buf, entries)
-            info = (
-                self._append_locked(fd, active, buf, entries, check.aborted, check.open_txns) if len(entries) else None
-            )
-            self._remember_producers(check)
-            repeated = check.max_timestamps[~check.keep]
-            return AppendInfo(
-                int(check.first_offsets[0]),
-                int(check.last_offsets[-1]),
-                int((check.last_offsets - check.first_offsets + 1).sum()),
-                info.log_append_time_ms if info is not None else -1,
-                max(info.max_timestamp if info is not None else -1, int(repeated.max()) if len(repeated) else -1),
-            )
+            if any(piece.entries.has_producers for piece in pieces):
+                return self._append_producer_batches(fd, active, _joined(pieces))
+            for piece in pieces:
+                self._check_timestamps(piece.buf, piece.entries)
+            return self._append_locked(fd, active, [self._maybe_recompressed(piece) for piece in pieces])
+
+    def _append_producer_batches(self, fd: int, active: _ActiveSegment, piece: _Batches) -> AppendInfo:
+        """Append batches some of which carry a producer id, checked against the producers' state."""
+        check = self._check_producers(active, piece.buf, piece.entries)
+        if not check.keep.all():
+            piece = _Batches(piece.buf, piece.entries.select(check.keep))
+        self._check_timestamps(piece.buf, piece.entries)
+        piece = self._maybe_recompressed(piece)
+        info = self._append_locked(fd, active, [piece], check.aborted, check.open_txns) if len(piece.entries) else None
+        self._remember_producers(check)
+        repeated = check.max_timestamps[~check.keep]
+        return AppendInfo(
+            int(check.first_offsets[0]),
+            int(check.last_offsets[-1]),
+            int((check.last_offsets - check.first_offsets + 1).sum()),
+            info.log_append_time_ms if info is not None else -1,
+            max(info.max_timestamp if info is not None else -1, int(repeated.max()) if len(repeated) else -1),
+        )
 
     # -- idempotent producers -----------------------------------------------------------------
 
@@ -923,12 +964,15 @@ class PartitionLog:
                     f"message.timestamp.after.max.ms={after})"
                 )
 
-    def _needs_recompression(self, entries: EntryTable) -> bool:
+    def _maybe_recompressed(self, piece: _Batches) -> _Batches:
+        """The batches in the topic's ``compression.type``, rewritten only when some data batch is not."""
         target = self._config.compression_type
         if target == PRODUCER_COMPRESSION:
-            return False
-        data = ~entries.is_control
-        return bool((entries.codecs[data] != Codec.from_name(target)).any())
+            return piece
+        data = ~piece.entries.is_control
+        if not (piece.entries.codecs[data] != Codec.from_name(target)).any():
+            return piece
+        return _Batches(*self._recompress(piece.buf, piece.entries))
 
     def _recompress(self, buf: np.ndarray, entries: EntryTable) -> tuple[np.ndarray, EntryTable]:
         """Rewrite data batches in the topic's ``compression.type``, as a broker does, keeping each
@@ -966,12 +1010,12 @@ class PartitionLog:
         self,
         fd: int,
         active: _ActiveSegment,
-        buf: np.ndarray,
-        entries: EntryTable,
+        pieces: Sequence[_Batches],
         aborted: Sequence[AbortedTxn] = (),
         open_txns: OpenTransactions | None = None,
     ) -> AppendInfo:
-        """Write the batches (assigning offsets, rolling as Kafka rolls) and acknowledge them.
+        """Write the batches of ``pieces``, in order (assigning offsets, rolling as Kafka rolls), and
+        acknowledge them all at once.
 
         ``aborted`` are the ``.txnindex`` entries of the ABORT markers among the batches, each written
         to the segment its marker lands in; ``open_txns`` the open transactions once the batches are
@@ -979,43 +1023,46 @@ class PartitionLog:
         """
         now = int(time.time() * 1000)
         log_append = self._config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-        view = buf.data
         first_offset = active.state.log_end_offset
         next_offset = first_offset
         records = 0
         max_ts = -1
-        rows = entries.rows[:, [k.E_POSITION, k.E_SIZE, k.E_LAST_OFFSET_DELTA, k.E_MAX_TIMESTAMP, k.E_ATTRIBUTES]]
-        pending_start = None
-        pending_end = 0
         queued = 0  # of ``aborted``, the entries handed to their segment
-        for pos, size, last_delta, batch_max_ts, attributes in rows.tolist():
-            if log_append:
-                struct.pack_into(">h", view, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
-                struct.pack_into(">q", view, pos + MAX_TIMESTAMP_OFFSET, now)
-                crc = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
-                struct.pack_into(">I", view, pos + CRC_OFFSET, crc)
-                batch_max_ts = now
-            last_offset = next_offset + last_delta
-            if self._should_roll(active, size, batch_max_ts, last_offset, now):
-                if aborted:
-                    queued = _queue_aborted(active, aborted, queued, next_offset)
-                if pending_start is not None:
-                    self._write_pending(active, view[pending_start:pending_end])
-                    pending_start = None
-                active = self._roll(fd, active, next_offset, now)
-            struct.pack_into(">q", view, pos + BASE_OFFSET_OFFSET, next_offset)
-            struct.pack_into(">i", view, pos + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH)
-            self._index_batch(active, last_offset, batch_max_ts, size)
-            if pending_start is None:
-                pending_start = pos
-            pending_end = pos + size
-            records += last_delta + 1
-            max_ts = max(max_ts, batch_max_ts)
-            next_offset = last_offset + 1
-        if aborted:
-            _queue_aborted(active, aborted, queued, next_offset)
-        if pending_start is not None:
-            self._write_pending(active, view[pending_start:pending_end])
+        for piece in pieces:
+            view = piece.buf.data
+            rows = piece.entries.rows[
+                :, [k.E_POSITION, k.E_SIZE, k.E_LAST_OFFSET_DELTA, k.E_MAX_TIMESTAMP, k.E_ATTRIBUTES]
+            ]
+            pending_start = None
+            pending_end = 0
+            for pos, size, last_delta, batch_max_ts, attributes in rows.tolist():
+                if log_append:
+                    struct.pack_into(">h", view, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+                    struct.pack_into(">q", view, pos + MAX_TIMESTAMP_OFFSET, now)
+                    crc = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
+                    struct.pack_into(">I", view, pos + CRC_OFFSET, crc)
+                    batch_max_ts = now
+                last_offset = next_offset + last_delta
+                if self._should_roll(active, size, batch_max_ts, last_offset, now):
+                    if aborted:
+                        queued = _queue_aborted(active, aborted, queued, next_offset)
+                    if pending_start is not None:
+                        self._write_pending(active, view[pending_start:pending_end])
+                        pending_start = None
+                    active = self._roll(fd, active, next_offset, now)
+                struct.pack_into(">q", view, pos + BASE_OFFSET_OFFSET, next_offset)
+                struct.pack_into(">i", view, pos + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH)
+                self._index_batch(active, last_offset, batch_max_ts, size)
+                if pending_start is None:
+                    pending_start = pos
+                pending_end = pos + size
+                records += last_delta + 1
+                max_ts = max(max_ts, batch_max_ts)
+                next_offset = last_offset + 1
+            if aborted:
+                queued = _queue_aborted(active, aborted, queued, next_offset)
+            if pending_start is not None:
+                self._write_pending(active, view[pending_start:pending_end])
         if open_txns is not None:
             active.state = replace(active.state, first_unstable_offset=open_txns.first_unstable_offset())
         self._maybe_flush(fd, active, now)

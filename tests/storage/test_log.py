@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +23,10 @@ from pysparklog import (
     PartitionLog,
     TimestampType,
 )
+from pysparklog.storage import log as log_module
 from pysparklog.storage.index import OffsetIndex, TimeIndex
 from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
-from pysparklog.storage.records.arrow_records import encode_arrow
+from pysparklog.storage.records.arrow_records import EncodedBatches, encode_arrow
 from pysparklog.storage.records.default_records import batch_crc
 from pysparklog.storage.records.memory_records import as_uint8, scan
 from tests.conftest import keyed_table, read_all
@@ -397,3 +399,39 @@ def test_offset_for_timestamp_refuses_what_is_not_a_timestamp(tmp_path: Path, ti
     log.append_arrow(keyed_table(10))
     with pytest.raises(InvalidOffsetError, match=r"accepted: -2 \(earliest\), -1 \(latest\), -3 \(max timestamp\)"):
         log.offset_for_timestamp(timestamp)  # type: ignore[arg-type]
+
+
+def test_a_table_of_several_chunks_is_one_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer that appends while the table is being encoded lands before it or after it,
+    never between its chunks."""
+    log = LogDirectory(tmp_path).partition("t", 0)
+    other = LogDirectory(tmp_path).partition("t", 0)  # another writer: a lock of its own
+    encode = encode_arrow
+
+    def encode_while_another_writer_appends(
+        data: pa.Table | pa.RecordBatch, settings: BatchSettings | None = None
+    ) -> Iterator[EncodedBatches]:
+        for i, encoded in enumerate(encode(data, settings)):
+            if i == 1:
+                other.append(next(encode(keyed_table(1, start=999))))
+            yield encoded
+
+    monkeypatch.setattr(log_module, "encode_arrow", encode_while_another_writer_appends)
+    table = pa.concat_tables([keyed_table(10, start=i * 10) for i in range(3)])
+    assert table.column("key").num_chunks == 3
+    info = log.append_arrow(table)
+    assert (info.record_count, info.last_offset - info.first_offset) == (30, 29)
+    appended = read_all(log, info.first_offset, info.last_offset + 1).column("key").to_pylist()
+    assert appended == table.column("key").to_pylist()
+    assert log.log_end_offset == 31
+
+
+def test_append_refuses_what_is_not_batches(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    with pytest.raises(InvalidConfigError, match="cannot append str; accepted: EncodedBatches, bytes"):
+        log.append("batches")  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="cannot append dict; accepted: a pyarrow Table or RecordBatch"):
+        log.append_arrow({"value": [b"x"]})
+    with pytest.raises(InvalidConfigError, match="settings 'zstd' is not valid; accepted: a BatchSettings or None"):
+        log.append_arrow(keyed_table(1), "zstd")  # type: ignore[arg-type]
+    assert log.log_end_offset == 0
