@@ -96,8 +96,9 @@ class OffsetIndex:
             return self.base_offset, 0
         return int(self.offsets[i]), int(self.positions[i])
 
-    def is_consistent(self, log_size: int) -> bool:
-        """Kafka's sanity rules: strictly increasing offsets and positions, all inside the log."""
+    def is_consistent(self, log_size: int, end_offset: int | None = None) -> bool:
+        """Kafka's sanity rules: strictly increasing offsets and positions, all inside the log; and,
+        when the segment's end offset (one past its last offset) is known, offsets below it."""
         if len(self) == 0:
             return True
         return bool(
@@ -106,6 +107,7 @@ class OffsetIndex:
             and np.all(np.diff(self.positions) > 0)
             and self.positions[0] >= 0
             and self.positions[-1] < log_size
+            and (end_offset is None or self.offsets[-1] < end_offset)
         )
 
     @staticmethod
@@ -185,13 +187,18 @@ class TimeIndex:
             return -1, self.base_offset
         return int(self.timestamps[i]), int(self.offsets[i])
 
-    def is_consistent(self) -> bool:
+    def is_consistent(self, end_offset: int | None = None, max_timestamp: int | None = None) -> bool:
+        """Strictly increasing timestamps, offsets that do not decrease and start at the base; and, when
+        the segment's end offset and largest timestamp are known, offsets below the one and timestamps
+        up to the other."""
         if len(self) == 0:
             return True
         return bool(
             np.all(np.diff(self.timestamps) > 0)
             and np.all(np.diff(self.offsets) >= 0)
             and self.offsets[0] >= self.base_offset
+            and (end_offset is None or self.offsets[-1] < end_offset)
+            and (max_timestamp is None or self.timestamps[-1] <= max_timestamp)
         )
 
     @staticmethod

@@ -100,6 +100,7 @@ from pysparklog.storage.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    IndexBuild,
     LogSegment,
     filename_prefix,
     parse_segment_name,
@@ -313,6 +314,7 @@ class _ActiveSegment:
     first_batch_max_ts: int  # Kafka's rollingBasedTimestamp, -1 when unknown
     created_ms: int
     roll_jitter_ms: int  # Kafka's per-segment random reduction of segment.ms
+    indexes_valid: bool  # the indexes passed the sanity checks when loaded
     # Index entries of batches not yet written, written right after their batches.
     pending_index: list[tuple[int, int]] = field(default_factory=list)
     pending_time_index: list[tuple[int, int]] = field(default_factory=list)
@@ -1182,7 +1184,7 @@ class PartitionLog:
         )
         self._write_state(fd, state)
         self._write_checkpoints(state)
-        return _ActiveSegment(state, segment, 0, 0, 0, -1, -1, now, self._jitter(new_base))
+        return _ActiveSegment(state, segment, 0, 0, 0, -1, -1, now, self._jitter(new_base), True)
 
     def _create_segment(self, base: int) -> LogSegment:
         segment = self.segment(base)
@@ -1232,22 +1234,18 @@ class PartitionLog:
     # -- reconciling with the files -----------------------------------------------------------
 
     def _sync_for_write(self, fd: int) -> _ActiveSegment:
-        """Bring this process's view of the active segment up to date; repair a torn tail."""
+        """Bring this process's view of the active segment up to date, running Kafka's recovery for
+        whatever does not match the state record (``_reconciled``)."""
         self._config = self.config
         self._complete_pending_swap(fd)
         state = self._read_state(fd)
         active = self._active
-        if state is not None and state.boot_id == BOOT_ID:
-            if active is None or active.state != state:
-                active = self._load_active(state)
-            size = active.segment.size()
-            if size > state.active_size:
-                # A writer died after writing past the acknowledged size: keep what is valid, cut the rest.
-                active = self._recover(fd, state.recovery_point, only_active=True)
-            elif size < state.active_size:
-                active = self._recover(fd, state.recovery_point)
-        else:
+        if state is None or state.boot_id != BOOT_ID:
             active = self._recover(fd, None if state is None else state.recovery_point)
+        else:
+            if active is None or active.state != state:
+                active = self._loaded_active(state)
+            active = self._reconciled(fd, state, active)
         if active.state.first_unstable_offset == UNKNOWN_FIRST_UNSTABLE_OFFSET:
             # A version 0 record: derive the first unstable offset once and record it.
             unstable = self._producer_state(active).open_txns.first_unstable_offset()
@@ -1256,13 +1254,73 @@ class PartitionLog:
         self._active = active
         return active
 
-    def _load_active(self, state: LogState) -> _ActiveSegment:
-        if not self._bases or self._listed_generation != state.segments_generation:
-            self._list_segments()
+    def _reconciled(self, fd: int, state: LogState, active: _ActiveSegment | None) -> _ActiveSegment:
+        """The active segment once its files agree with the state record of this machine's boot.
+
+        - The record does not describe these files (``active`` is None: its segment is not the last
+          one or is gone, or does not end at its log end offset; a record copied from another
+          partition), or the segment is shorter than acknowledged (a machine crash lost data): full
+          recovery, from the checkpointed recovery point or the record's.
+        - Bytes past the acknowledged size (a writer died mid-append), or an index of the active
+          segment that is missing, damaged or not the size its entries make: the active segment is
+          revalidated and its indexes rebuilt.
+        """
+        if active is None:
+            return self._recover(fd, None)
+        try:
+            size = active.segment.size()
+        except FileNotFoundError:
+            return self._recover(fd, None)
+        if size < state.active_size:
+            return self._recover(fd, state.recovery_point)
+        if size > state.active_size or not self._indexes_unchanged(active):
+            return self._recover(fd, state.recovery_point, only_active=True)
+        return active
+
+    @staticmethod
+    def _indexes_unchanged(active: _ActiveSegment) -> bool:
+        """Whether the active segment's indexes were valid when loaded and are still exactly the entries
+        written since (a ``stat`` each: this runs at every append)."""
+        segment = active.segment
+        try:
+            return (
+                active.indexes_valid
+                and os.path.getsize(segment.index_path) == active.index_entries * OFFSET_INDEX_ENTRY_SIZE
+                and os.path.getsize(segment.time_index_path) == active.time_index_entries * TIME_INDEX_ENTRY_SIZE
+            )
+        except FileNotFoundError:
+            return False
+
+    def _loaded_active(self, state: LogState) -> _ActiveSegment | None:
+        """The active segment the state record describes, or None when the record does not describe
+        the files: implausible values, a segment that is not the last one or is gone, or a segment that
+        does not end at the record's log end offset (found from the last offset-index entry)."""
+        if not (
+            0 <= state.active_base <= state.log_end_offset
+            and state.active_size >= 0
+            and 0 <= state.log_start_offset <= state.log_end_offset
+            and state.recovery_point <= state.log_end_offset
+            and UNKNOWN_FIRST_UNSTABLE_OFFSET <= state.first_unstable_offset <= state.log_end_offset
+        ):
+            return None
+        bases = self._bases
+        if not bases or self._listed_generation != state.segments_generation or bases[-1] != state.active_base:
+            bases = self._list_segments()
             self._listed_generation = state.segments_generation
+        if not bases or bases[-1] != state.active_base:
+            return None
+        try:
+            if self._end_offset_of(self.segment(state.active_base), state.active_size) != state.log_end_offset:
+                return None
+            return self._active_from(state)
+        except FileNotFoundError:
+            return None
+
+    def _active_from(self, state: LogState) -> _ActiveSegment:
+        """The writer's knowledge of the active segment of ``state``, read from its files."""
         segment = self.segment(state.active_base)
-        index = OffsetIndex.load(segment.index_path, segment.base_offset)
-        time_index = TimeIndex.load(segment.time_index_path, segment.base_offset)
+        index = segment.offset_index()
+        time_index = segment.time_index()
         first_ts = -1
         if state.active_size > 0:
             first = next(segment.chunks(0, state.active_size, max_bytes=4096, verify_crc=False), None)
@@ -1278,6 +1336,8 @@ class PartitionLog:
             first_ts,
             int(os.path.getctime(segment.log_path) * 1000),
             self._jitter(segment.base_offset),
+            index.is_consistent(state.active_size, state.log_end_offset)
+            and time_index.is_consistent(state.log_end_offset, state.max_timestamp),
         )
 
     def _recover(self, fd: int, recovery_point: int | None, *, only_active: bool = False) -> _ActiveSegment:
@@ -1294,8 +1354,8 @@ class PartitionLog:
         previous = self._read_state(fd)
         self._remove_stray_files()
         bases = self._list_segments()
-        if not bases:
-            self._create_segment(0)
+        if not bases:  # Kafka starts an empty log at its checkpointed log start offset
+            self._create_segment(self._checkpointed_log_start(0))
             bases = self._list_segments()
         if recovery_point is None:
             recovery_point = self._checkpointed_recovery_point()
@@ -1326,11 +1386,20 @@ class PartitionLog:
                 bases = bases[: i + 1]
                 self._bases = bases
                 break
+        log_start = self._checkpointed_log_start(bases[0])
+        if end_offset < log_start:
+            # Segment files were deleted: as Kafka does, drop the rest and start again at the log start.
+            for base in bases:
+                self._delete_segment_files(self.segment(base))
+            for offset in self._producers.snapshot_offsets():
+                os.remove(self._producers.snapshot_path(offset))
+            self._bases = []
+            bases = [self._create_segment(log_start).base_offset]
+            build, end_offset, producers, open_txns = IndexBuild(log_start, 0), log_start, {}, OpenTransactions({})
         segment = self.segment(bases[-1])
         assert build is not None
         size = segment.size()
         now = int(time.time() * 1000)
-        log_start = self._checkpointed_log_start(bases[0])
         state = LogState(
             segment.base_offset,
             size,
@@ -1349,7 +1418,7 @@ class PartitionLog:
         self._ensure_partition_files(bases[0])
         self._write_state(fd, state)
         self._producer_cache = _ProducerCache(producers, state.active_base, size, state.log_end_offset, open_txns)
-        return self._load_active(state)
+        return self._active_from(state)
 
     def _checkpointed_recovery_point(self) -> int:
         path = os.path.join(self.checkpoint_dir, checkpoints.RECOVERY_POINT_CHECKPOINT)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from pysparklog import BatchSettings, LogConfig, LogDirectory
 from pysparklog.storage import checkpoints
+from pysparklog.storage.index import OffsetIndex, TimeIndex
 from pysparklog.storage.log import STATE_FILE, LogState, PartitionLog
 from pysparklog.storage.records.arrow_records import encode_arrow
 from pysparklog.storage.records.memory_records import scan
@@ -259,3 +261,75 @@ def test_a_segment_cut_inside_its_first_batch_is_read_and_recovered_without_loop
     assert read == "0"
     assert first_offset == "0", "full recovery truncated the segment at its torn first batch"
     assert read_all(log).column("key").to_pylist() == [b"k1000"]
+
+
+def _damage_active_segment(log: PartitionLog, damage: str, other: PartitionLog) -> None:
+    segment = log.segments()[-1]
+    if damage.startswith("delete"):
+        os.remove({"delete .index": segment.index_path, "delete .timeindex": segment.time_index_path}[damage])
+    elif damage == "truncate .index":
+        os.truncate(segment.index_path, os.path.getsize(segment.index_path) - 3)
+    elif damage.startswith("garbage"):
+        path = segment.index_path if damage == "garbage .index" else segment.time_index_path
+        with open(path, "ab") as f:
+            f.write(bytes(range(1, 25)))  # whole entries: offsets and positions that are not the log's
+    else:
+        shutil.copy(os.path.join(other.directory, STATE_FILE), os.path.join(log.directory, STATE_FILE))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["delete .index", "delete .timeindex", "truncate .index", "garbage .index", "garbage .timeindex", "foreign state"],
+)
+@pytest.mark.parametrize("writer", ["the same process", "a new process"])
+def test_the_next_append_rebuilds_what_is_missing_or_damaged(tmp_path: Path, damage: str, writer: str) -> None:
+    config = LogConfig(segment_bytes=20_000, index_interval_bytes=1000)
+    logs = LogDirectory(tmp_path, config)
+    log = logs.partition("t", 0)
+    log.append_arrow(keyed_table(300), BatchSettings(max_batch_bytes=1500))
+    other = logs.partition("u", 0)
+    for i in range(30):  # another partition whose state record names other segments
+        other.append_arrow(keyed_table(17, start=i * 17), BatchSettings(max_batch_bytes=1500))
+    end = log.log_end_offset
+    _damage_active_segment(log, damage, other)
+
+    appender = log if writer == "the same process" else LogDirectory(tmp_path, config).partition("t", 0)
+    for i in range(3):  # enough to roll
+        info = appender.append_arrow(keyed_table(100, start=end + i * 100), BatchSettings(max_batch_bytes=1500))
+        assert info.first_offset == end + i * 100
+    table = read_all(LogDirectory(tmp_path, config).partition("t", 0))
+    assert table.column("key").to_pylist() == keyed_table(end + 300).column("key").to_pylist()
+
+    segments = log.segments()
+    for segment in segments:
+        assert segment.indexes_intact()
+        build, _valid = segment.rebuild_indexes(segment.size(), config.index_interval_bytes)
+        if segment is not segments[-1]:
+            build.maybe_append_time_entry()  # a roll adds the segment's largest timestamp
+        with open(segment.index_path, "rb") as f:
+            assert f.read() == OffsetIndex.encode(segment.base_offset, build.offsets, build.positions)
+        with open(segment.time_index_path, "rb") as f:
+            assert f.read() == TimeIndex.encode(segment.base_offset, build.time_stamps, build.time_offsets)
+
+
+@pytest.mark.parametrize("segments", ["several segments", "one segment"])
+def test_a_lost_active_log_is_recovered_by_the_next_append(tmp_path: Path, segments: str) -> None:
+    config = LogConfig(segment_bytes=20_000 if segments == "several segments" else 1 << 30)
+    log = LogDirectory(tmp_path, config).partition("t", 0)
+    log.append_arrow(keyed_table(300), BatchSettings(max_batch_bytes=1500))
+    lost = log.segments()[-1]
+    os.remove(lost.log_path)
+    kept = lost.base_offset  # the records of the lost segment are gone: the log ends where it began
+    assert log.append_arrow(keyed_table(5, start=1000)).first_offset == kept
+    keys = read_all(LogDirectory(tmp_path, config).partition("t", 0)).column("key").to_pylist()
+    assert keys == keyed_table(kept).column("key").to_pylist() + keyed_table(5, start=1000).column("key").to_pylist()
+
+
+def test_a_log_that_lost_its_segments_starts_again_at_its_log_start_offset(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(100))
+    log.raise_log_start_offset(60)
+    os.remove(log.segments()[0].log_path)
+    assert log.append_arrow(keyed_table(5, start=1000)).first_offset == 60, "Kafka's LogLoader: no offset goes back"
+    assert (log.log_start_offset, log.log_end_offset) == (60, 65)
+    assert [s.base_offset for s in log.segments()] == [60]
