@@ -274,3 +274,18 @@ class TransactionIndex:
 
     def __len__(self) -> int:
         return len(self.versions)
+
+    def is_consistent(self, base_offset: int, end_offset: int | None = None) -> bool:
+        """Whether the entries can be the ABORT markers of a segment at ``base_offset``, in log order:
+        version 0, markers at or past the base (and below ``end_offset`` when given) in increasing
+        order, each after its transaction's first offset (Kafka's ``sanityCheck`` checks the base)."""
+        if len(self) == 0:
+            return True
+        last = self.last_offsets
+        return bool(
+            (self.versions == ABORTED_TXN_VERSION).all()
+            and last[0] >= base_offset
+            and (end_offset is None or last[-1] < end_offset)
+            and np.all(np.diff(last) > 0)
+            and np.all((self.first_offsets >= 0) & (self.first_offsets < last))
+        )

@@ -2,14 +2,14 @@
 by any number of processes at once.
 
 Appends are serialised by an exclusive lock on the partition's ``pysparklog.state`` file, which
-also holds the state of the last acknowledged append (a fixed 106-byte record, below). Readers
+also holds the state of the last acknowledged append (a fixed 114-byte record, below). Readers
 take the lock shared for a moment to read that record and never look past the acknowledged size,
 so a batch being written is never seen half-written.
 
 ``pysparklog.state`` (pysparklog's own file; Kafka ignores it), big-endian::
 
     0  magic                  4 bytes  "PSLG"
-    4  version                int16    1
+    4  version                int16    2
     6  boot id                16 bytes the kernel boot id of the last writer's machine
     22 active segment base    int64
     30 active segment size    int64    acknowledged bytes of its .log
@@ -21,11 +21,13 @@ so a batch being written is never seen half-written.
     78 last flush time        int64    milliseconds
     86 segments generation    int64    bumped whenever segments are added, retired or swapped
     94 first unstable offset  int64    the first offset of the earliest open transaction, -1 when none
-    102 crc                   uint32   CRC-32C of bytes [0, 102)
+    102 txn indexes from      int64    every segment whose base is at or above it has a .txnindex; -1: unknown
+    110 crc                   uint32   CRC-32C of bytes [0, 110)
 
-Version 0 (an older pysparklog) ends at the segments generation, its CRC at 94. It is still read;
-its first unstable offset is then unknown, derived from the producer state until the next writer
-records it.
+Versions 0 and 1 (an older pysparklog) end at the segments generation and at the first unstable
+offset, their CRCs at 94 and 102. They are still read: a version 0 record's first unstable offset
+is then unknown, derived from the producer state until the next writer records it, and the next
+writer of either rebuilds the active segment's indexes and records where ``.txnindex`` files start.
 
 The first unstable offset is there so that readers know the last stable offset (where read_committed
 reads stop) of every process's appends without replaying producer state: the writer derives it from
@@ -33,6 +35,14 @@ the producer state it keeps for idempotence, and only an append holding transact
 batches (or a roll, which snapshots that state) changes it. Aborted transactions go to the
 ``.txnindex`` of the segment holding their ABORT marker (``transaction_index``), written after the
 marker and before the state record acknowledges it; recovery rebuilds the file from the log.
+
+Kafka creates a ``.txnindex`` with its first entry, so a missing file means "nothing aborted here" or
+"lost", which read_committed readers must tell apart: every segment pysparklog creates or recovers
+gets one, empty until a transaction is aborted in it, and the state record says from which segment on
+that holds ("txn indexes from"). A missing file there, or a damaged one anywhere, is rebuilt from the
+segment's control batches and the producer state at its base before a read_committed answer uses it
+(``PartitionLog._rebuild_transaction_indexes``). Below that segment (a broker's segments, an older
+pysparklog's), a missing file means none, as in Kafka.
 
 A writer that finds bytes past the acknowledged size (a writer died mid-append) validates them as
 Kafka's recovery does and truncates at the first invalid batch. A boot id other than the machine's
@@ -52,6 +62,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import crc32c as _crc32c
 import numpy as np
@@ -68,7 +79,15 @@ from pysparklog.errors import (
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
-from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex, max_entries
+from pysparklog.storage.index import (
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    TXN_INDEX_ENTRY_SIZE,
+    OffsetIndex,
+    TimeIndex,
+    TransactionIndex,
+    max_entries,
+)
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.producer_state import (
     NO_TXN_FIRST_OFFSET,
@@ -128,15 +147,21 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 # The state record of the module docstring: magic, version, boot id, then int64 fields up to the segments
-# generation (version 0), and the first unstable offset (version 1); a CRC-32C follows either.
+# generation (version 0), the first unstable offset (version 1) and where .txnindex files start (version 2);
+# a CRC-32C follows each.
 _STATE_V0 = struct.Struct(">4sh16sqqqqqqqqq")
-_STATE = struct.Struct(">4sh16sqqqqqqqqqq")
+_STATE_V1 = struct.Struct(">4sh16sqqqqqqqqqq")
+_STATE = struct.Struct(">4sh16sqqqqqqqqqqq")
 _STATE_MAGIC = b"PSLG"
-_STATE_VERSION = 1
-_STATE_LAYOUTS = {0: _STATE_V0, _STATE_VERSION: _STATE}
+_STATE_VERSION = 2
+_STATE_LAYOUTS = {0: _STATE_V0, 1: _STATE_V1, _STATE_VERSION: _STATE}
 #: The first unstable offset of a state record that does not hold it (version 0), or of a log without one.
 UNKNOWN_FIRST_UNSTABLE_OFFSET = -2
+#: Where ``.txnindex`` files start when no state record says it (before version 2, or a broker's log):
+#: a missing file then means that nothing was aborted in the segment, as in Kafka.
+UNKNOWN_TXN_INDEXES_FROM = -1
 _MAX_VIEW_RETRIES = 20
+_T = TypeVar("_T")
 _TOPIC_PARTITION = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
 
@@ -182,6 +207,7 @@ class LogState:
     segments_generation: int = 0
     boot_id: bytes = BOOT_ID
     first_unstable_offset: int = NO_TXN_FIRST_OFFSET  # UNKNOWN_FIRST_UNSTABLE_OFFSET from a version 0 record
+    txn_indexes_from: int = UNKNOWN_TXN_INDEXES_FROM  # every segment from this base on has a .txnindex
 
     def encode(self) -> bytes:
         body = _STATE.pack(
@@ -198,6 +224,7 @@ class LogState:
             self.last_flush_ms,
             self.segments_generation,
             self.first_unstable_offset,
+            self.txn_indexes_from,
         )
         return body + struct.pack(">I", _crc32c.crc32c(body))
 
@@ -215,6 +242,8 @@ class LogState:
             return None
         if version == 0:
             values.append(UNKNOWN_FIRST_UNSTABLE_OFFSET)
+        if version <= 1:
+            values.append(UNKNOWN_TXN_INDEXES_FROM)
         (
             active_base,
             active_size,
@@ -226,6 +255,7 @@ class LogState:
             flushed,
             generation,
             first_unstable,
+            txn_indexes_from,
         ) = values
         return cls(
             active_base,
@@ -239,6 +269,7 @@ class LogState:
             generation,
             boot,
             first_unstable,
+            txn_indexes_from,
         )
 
 
@@ -288,7 +319,8 @@ class LogView:
     """A consistent view for readers: the segments and how far each may be read.
 
     ``first_unstable_offset`` is the first offset of the earliest open transaction (-1 when none is
-    open, ``UNKNOWN_FIRST_UNSTABLE_OFFSET`` when no state record holds it: a broker's log).
+    open, ``UNKNOWN_FIRST_UNSTABLE_OFFSET`` when no state record holds it: a broker's log);
+    ``txn_indexes_from`` the base from which every segment has a ``.txnindex`` (``LogState``).
     """
 
     segment_bases: tuple[int, ...]
@@ -296,6 +328,7 @@ class LogView:
     log_start_offset: int
     log_end_offset: int
     first_unstable_offset: int
+    txn_indexes_from: int = UNKNOWN_TXN_INDEXES_FROM
 
     def end_of(self, base: int, segment: LogSegment) -> int:
         return self.active_size if base == self.segment_bases[-1] else segment.size()
@@ -314,7 +347,8 @@ class _ActiveSegment:
     first_batch_max_ts: int  # Kafka's rollingBasedTimestamp, -1 when unknown
     created_ms: int
     roll_jitter_ms: int  # Kafka's per-segment random reduction of segment.ms
-    indexes_valid: bool  # the indexes passed the sanity checks when loaded
+    indexes_valid: bool  # the indexes, .txnindex included, passed the sanity checks when loaded
+    txn_index_entries: int
     # Index entries of batches not yet written, written right after their batches.
     pending_index: list[tuple[int, int]] = field(default_factory=list)
     pending_time_index: list[tuple[int, int]] = field(default_factory=list)
@@ -467,7 +501,12 @@ class PartitionLog:
             if bases and bases[-1] == state.active_base:
                 log_start = max(state.log_start_offset, bases[0])
                 return LogView(
-                    tuple(bases), state.active_size, log_start, state.log_end_offset, state.first_unstable_offset
+                    tuple(bases),
+                    state.active_size,
+                    log_start,
+                    state.log_end_offset,
+                    state.first_unstable_offset,
+                    state.txn_indexes_from,
                 )
         # Written by a broker or never appended to by pysparklog: derive the view from the files.
         return self._view_from_files()
@@ -542,26 +581,91 @@ class PartitionLog:
         """
         start_offset = _integer_argument("start_offset", start_offset, "an offset (integer)")
         end_offset = _integer_argument("end_offset", end_offset, "an offset (integer)")
-        self._finish_swap()
-        with self._lock.shared() as fd:
+
+        def collect(fd: int | None) -> tuple[list[AbortedTxn], list[int]]:
             view = self._locked_view(fd)
             return self._aborted_in(view, start_offset, min(end_offset, view.log_end_offset))
 
-    def _aborted_in(self, view: LogView, start: int, upper: int) -> list[AbortedTxn]:
+        return self._with_transaction_indexes(collect)
+
+    def _aborted_in(self, view: LogView, start: int, upper: int) -> tuple[list[AbortedTxn], list[int]]:
         """Kafka's ``collectAbortedTransactions`` over the ``.txnindex`` files of ``view``, from the
         segment holding ``start`` on until an entry proves later ones cannot overlap.
 
         A transaction's entry sits in the segment of its marker, which may come after the range. The
         caller holds the state record's lock shared, so no segment of the view is retired or swapped
         while its file is read.
+
+        Returns:
+            The aborted transactions, and the bases of the segments searched whose ``.txnindex`` is lost
+            or damaged (``_checked_txn_index``): the transactions are incomplete until those are rebuilt.
         """
         found: list[AbortedTxn] = []
+        damaged: list[int] = []
         if upper <= start or not view.segment_bases:
-            return found
-        for base in view.segment_bases[self._segment_for(view, start) :]:
-            if collect_aborted(self.segment(base).transaction_index(), start, upper, view.log_end_offset, found):
+            return found, damaged
+        for i in range(self._segment_for(view, start), len(view.segment_bases)):
+            index = self._checked_txn_index(view, i)
+            if index is None:
+                damaged.append(view.segment_bases[i])
+            elif collect_aborted(index, start, upper, view.log_end_offset, found):
                 break
-        return found
+        return found, damaged
+
+    def transaction_index(self, base: int) -> TransactionIndex:
+        """The ``.txnindex`` entries of segment ``base``, rebuilt first when lost or damaged.
+
+        Raises:
+            InvalidOffsetError: The partition has no segment at ``base`` (retention retired it).
+        """
+
+        def read(fd: int | None) -> tuple[TransactionIndex | None, list[int]]:
+            view = self._locked_view(fd)
+            if base not in view.segment_bases:
+                raise InvalidOffsetError(f"{self.topic}-{self.partition} has no segment at offset {base}")
+            index = self._checked_txn_index(view, view.segment_bases.index(base))
+            return index, [] if index is not None else [base]
+
+        index = self._with_transaction_indexes(read)
+        assert index is not None
+        return index
+
+    def _checked_txn_index(self, view: LogView, i: int) -> TransactionIndex | None:
+        """The ``.txnindex`` of segment ``i`` of ``view``, None when it must be rebuilt: lost (the segment
+        is at or past where the state record says every segment has one) or damaged."""
+        base = view.segment_bases[i]
+        required = 0 <= view.txn_indexes_from <= base
+        end_offset = view.segment_bases[i + 1] if i + 1 < len(view.segment_bases) else None
+        return self.segment(base).checked_transaction_index(required=required, end_offset=end_offset)
+
+    def _with_transaction_indexes(self, read: Callable[[int | None], tuple[_T, list[int]]]) -> _T:
+        """``read(fd)`` under the state record's lock held shared; when it found ``.txnindex`` files lost
+        or damaged (the bases it returns), they are rebuilt under the write lock and it runs again."""
+        for _attempt in range(_MAX_VIEW_RETRIES):
+            self._finish_swap()
+            with self._lock.shared() as fd:
+                result, damaged = read(fd)
+            if not damaged:
+                return result
+            self._rebuild_transaction_indexes(damaged)
+        raise CorruptRecordError(f"the .txnindex files of {self.directory} could not be rebuilt")
+
+    def _rebuild_transaction_indexes(self, bases: Sequence[int]) -> None:
+        """Rebuild the ``.txnindex`` of each segment of ``bases`` that is still lost or damaged, as
+        recovery does: the producer state at the segment's base (from the last snapshot, replayed
+        forward) replayed through its batches gives each aborted transaction's entry. Under the write
+        lock, so that no append, roll, retention or compaction runs meanwhile."""
+        with self._write_mutex, self._lock.exclusive() as fd:
+            view = self._locked_view(fd)
+            segment_bases = list(view.segment_bases)
+            for i, base in enumerate(segment_bases):
+                if base not in bases or self._checked_txn_index(view, i) is not None:
+                    continue
+                segment = self.segment(base)
+                producers = self._producers.load(segment_bases, segment_bases[-1], view.active_size, base)
+                open_txns = OpenTransactions.of(producers)
+                end = view.end_of(base, segment)
+                segment.write_txn_index(replay_segment(producers, segment, 0, end, 0, LONG_MAX, open_txns))
 
     def segments(self) -> list[LogSegment]:
         return [self.segment(b) for b in self.view().segment_bases]
@@ -628,19 +732,21 @@ class PartitionLog:
         committed: bool,
     ) -> Iterator[pa.RecordBatch]:
         """``read_arrow`` once its arguments are checked."""
-        self._finish_swap()
-        with self._lock.shared() as fd:
+
+        def plan(fd: int | None) -> tuple[tuple[LogView, int, int, AbortedBatches | None], list[int]]:
             view = self._locked_view(fd)
             start = view.log_start_offset if start_offset is None else start_offset
             self._check_range(view, start)
             end = view.log_end_offset if end_offset is None else min(end_offset, view.log_end_offset)
             if end_offset is not None and end_offset < start:
                 raise InvalidOffsetError(f"end offset {end_offset} is below start offset {start}")
-            aborted = None
-            if committed:
-                end = min(end, self._last_stable(view))
-                txns = self._aborted_in(view, start, end)
-                aborted = AbortedBatches(txns) if txns else None
+            if not committed:
+                return (view, start, end, None), []
+            end = min(end, self._last_stable(view))
+            txns, damaged = self._aborted_in(view, start, end)
+            return (view, start, end, AbortedBatches(txns) if txns else None), damaged
+
+        view, start, end, aborted = self._with_transaction_indexes(plan)
         position = start
         if position >= end:
             return
@@ -1158,6 +1264,7 @@ class PartitionLog:
             active.pending_time_index.clear()
         if active.pending_txn_index:
             seg.append_txn_index(active.pending_txn_index)
+            active.txn_index_entries += len(active.pending_txn_index)
             active.pending_txn_index.clear()
 
     def _roll(self, fd: int, active: _ActiveSegment, new_base: int, now: int) -> _ActiveSegment:
@@ -1184,11 +1291,12 @@ class PartitionLog:
         )
         self._write_state(fd, state)
         self._write_checkpoints(state)
-        return _ActiveSegment(state, segment, 0, 0, 0, -1, -1, now, self._jitter(new_base), True)
+        return _ActiveSegment(state, segment, 0, 0, 0, -1, -1, now, self._jitter(new_base), True, 0)
 
     def _create_segment(self, base: int) -> LogSegment:
+        """A new empty segment: its indexes, an empty ``.txnindex`` (see the module docstring), then its ``.log``."""
         segment = self.segment(base)
-        for path in (segment.log_path, segment.index_path, segment.time_index_path):
+        for path in (segment.index_path, segment.time_index_path, segment.txn_index_path, segment.log_path):
             with open(path, "ab"):
                 pass
         if base not in self._bases:
@@ -1280,13 +1388,16 @@ class PartitionLog:
     @staticmethod
     def _indexes_unchanged(active: _ActiveSegment) -> bool:
         """Whether the active segment's indexes were valid when loaded and are still exactly the entries
-        written since (a ``stat`` each: this runs at every append)."""
+        written since (a ``stat`` each: this runs at every append). A state record that does not say
+        where ``.txnindex`` files start (an older pysparklog's) fails too: recovery records it."""
         segment = active.segment
+        if not active.indexes_valid or active.state.txn_indexes_from == UNKNOWN_TXN_INDEXES_FROM:
+            return False
         try:
             return (
-                active.indexes_valid
-                and os.path.getsize(segment.index_path) == active.index_entries * OFFSET_INDEX_ENTRY_SIZE
+                os.path.getsize(segment.index_path) == active.index_entries * OFFSET_INDEX_ENTRY_SIZE
                 and os.path.getsize(segment.time_index_path) == active.time_index_entries * TIME_INDEX_ENTRY_SIZE
+                and os.path.getsize(segment.txn_index_path) == active.txn_index_entries * TXN_INDEX_ENTRY_SIZE
             )
         except FileNotFoundError:
             return False
@@ -1321,6 +1432,8 @@ class PartitionLog:
         segment = self.segment(state.active_base)
         index = segment.offset_index()
         time_index = segment.time_index()
+        required = 0 <= state.txn_indexes_from <= state.active_base
+        txn_index = segment.checked_transaction_index(required=required, end_offset=None)
         first_ts = -1
         if state.active_size > 0:
             first = next(segment.chunks(0, state.active_size, max_bytes=4096, verify_crc=False), None)
@@ -1337,7 +1450,9 @@ class PartitionLog:
             int(os.path.getctime(segment.log_path) * 1000),
             self._jitter(segment.base_offset),
             index.is_consistent(state.active_size, state.log_end_offset)
-            and time_index.is_consistent(state.log_end_offset, state.max_timestamp),
+            and time_index.is_consistent(state.log_end_offset, state.max_timestamp)
+            and txn_index is not None,
+            len(txn_index) if txn_index is not None else 0,
         )
 
     def _recover(self, fd: int, recovery_point: int | None, *, only_active: bool = False) -> _ActiveSegment:
@@ -1348,10 +1463,13 @@ class PartitionLog:
         segments are deleted when one is truncated. The producer state is replayed through them
         from the segment's base (``LogSegment.recover``), which rebuilds each one's ``.txnindex``
         and gives the first unstable offset; producer snapshots past the new log end are removed
-        (``ProducerStateManager.truncateAndReload``).
+        (``ProducerStateManager.truncateAndReload``). Every revalidated segment then has a
+        ``.txnindex``, so the state record says they start at the first of them, or lower if the
+        previous record did.
         """
         os.makedirs(self.directory, exist_ok=True)
         previous = self._read_state(fd)
+        indexed_from = previous.txn_indexes_from if previous is not None else UNKNOWN_TXN_INDEXES_FROM
         self._remove_stray_files()
         bases = self._list_segments()
         if not bases:  # Kafka starts an empty log at its checkpointed log start offset
@@ -1362,8 +1480,13 @@ class PartitionLog:
         first = len(bases) - 1 if only_active else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
         if not only_active:
             # Below the recovery point only segments with a missing or broken index are recovered.
-            broken = [i for i in range(first) if not self.segment(bases[i]).indexes_intact()]
+            broken = [
+                i
+                for i in range(first)
+                if not self.segment(bases[i]).indexes_intact(txn_index_required=0 <= indexed_from <= bases[i])
+            ]
             first = min([first, *broken])
+        indexed_from = bases[first] if indexed_from == UNKNOWN_TXN_INDEXES_FROM else min(indexed_from, bases[first])
         end_offset = bases[first]
         build = None
         producers = self._producers.load(bases, bases[-1], 0, bases[first])
@@ -1396,6 +1519,7 @@ class PartitionLog:
             self._bases = []
             bases = [self._create_segment(log_start).base_offset]
             build, end_offset, producers, open_txns = IndexBuild(log_start, 0), log_start, {}, OpenTransactions({})
+            indexed_from = log_start
         segment = self.segment(bases[-1])
         assert build is not None
         size = segment.size()
@@ -1411,6 +1535,7 @@ class PartitionLog:
             now,
             previous.segments_generation + 1 if previous is not None else 1,
             first_unstable_offset=open_txns.first_unstable_offset(),
+            txn_indexes_from=indexed_from,
         )
         for offset in self._producers.snapshot_offsets():
             if offset > state.log_end_offset:
@@ -1558,9 +1683,12 @@ class PartitionLog:
     def remove_deleted_files(self, now_ms: int | None = None) -> int:
         """Remove ``.deleted`` files renamed more than ``file.delete.delay.ms`` ago; returns how many.
 
-        The delay lets readers that opened a segment before it was retired finish with it.
+        The delay lets readers that opened a segment before it was retired finish with it. A file's age
+        is measured on the clock its rename time comes from: ``now_ms`` counts only when it is later (a
+        caller simulating time), so files the retention pass that took ``now_ms`` renamed after taking it
+        are not younger than they are.
         """
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = max(int(time.time() * 1000), now_ms or 0)
         delay = self.config.file_delete_delay_ms
         removed = 0
         for name in os.listdir(self.directory) if os.path.isdir(self.directory) else []:

@@ -1,5 +1,5 @@
-"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and, once a transaction is
-aborted in it, ``.txnindex``.
+"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and ``.txnindex`` (which Kafka
+creates once a transaction is aborted in the segment, and pysparklog with the segment).
 
 A segment object holds no open files and reads its indexes on demand, so opening a partition with
 thousands of segments costs one directory listing. Positions past ``end`` (the acknowledged size
@@ -116,7 +116,7 @@ class LogSegment:
         self.txn_index_path = prefix + TXN_INDEX_SUFFIX
         self._index_cache: tuple[tuple[int, int], OffsetIndex] | None = None
         self._time_index_cache: tuple[tuple[int, int], TimeIndex] | None = None
-        self._txn_index_cache: tuple[tuple[int, int], TransactionIndex] | None = None
+        self._txn_index_cache: tuple[tuple[int, int], TransactionIndex | None] | None = None
         self._index_check: tuple[OffsetIndex, int, bool] | None = None  # (index, end, consistent)
 
     def __repr__(self) -> str:
@@ -148,11 +148,39 @@ class LogSegment:
         return self._time_index_cache[1]
 
     def transaction_index(self) -> TransactionIndex:
-        """The aborted transactions of the ``.txnindex`` (none when the segment has no file)."""
+        """The aborted transactions of the ``.txnindex`` (none when the segment has no file; a partial last
+        entry is ignored, as in Kafka).
+
+        Raises:
+            CorruptRecordError: An entry of an unknown version.
+        """
+        index = self._loaded_transaction_index()[1]
+        return index if index is not None else TransactionIndex.load(self.txn_index_path)
+
+    def checked_transaction_index(self, *, required: bool, end_offset: int | None) -> TransactionIndex | None:
+        """The ``.txnindex`` entries, or None when the file must be rebuilt from the log before a
+        read_committed answer may use it: missing although ``required`` (the segment was created with
+        one), ending in a partial entry, or holding entries that are not this segment's ABORT markers in
+        log order (``TransactionIndex.is_consistent``; ``end_offset``: one past the segment's last
+        offset, None for the active segment, whose file may hold entries of a marker not acknowledged).
+        """
+        stamp, index = self._loaded_transaction_index()
+        if stamp[0] < 0:
+            return None if required else index
+        if index is None or stamp[0] % TXN_INDEX_ENTRY_SIZE:
+            return None
+        return index if index.is_consistent(self.base_offset, end_offset) else None
+
+    def _loaded_transaction_index(self) -> tuple[tuple[int, int], TransactionIndex | None]:
+        """The file's (size, mtime) and its entries, None for entries of an unknown version; cached."""
         stamp = self._stamp(self.txn_index_path)
         if self._txn_index_cache is None or self._txn_index_cache[0] != stamp:
-            self._txn_index_cache = (stamp, TransactionIndex.load(self.txn_index_path))
-        return self._txn_index_cache[1]
+            try:
+                index: TransactionIndex | None = TransactionIndex.load(self.txn_index_path)
+            except CorruptRecordError:
+                index = None
+            self._txn_index_cache = (stamp, index)
+        return self._txn_index_cache
 
     def append_txn_index(self, txns: list[AbortedTxn]) -> None:
         """Add entries at the end of the ``.txnindex``, creating it with the first (as Kafka does)."""
@@ -328,30 +356,22 @@ class LogSegment:
             os.replace(tmp, path)
 
     def write_txn_index(self, txns: list[AbortedTxn]) -> None:
-        """Replace the ``.txnindex`` with ``txns`` (atomically). Without entries, an existing file is
-        emptied, as Kafka's ``TransactionIndex.reset`` leaves it, and none is created."""
-        if not txns and not os.path.exists(self.txn_index_path):
-            return
+        """Replace the ``.txnindex`` with ``txns`` (atomically); without entries the file is empty, as
+        Kafka's ``TransactionIndex.reset`` leaves it."""
         tmp = f"{self.txn_index_path}.tmp.{os.getpid()}"
         with open(tmp, "wb") as f:
             f.write(encode_aborted(txns))
         os.replace(tmp, self.txn_index_path)
 
-    def indexes_intact(self) -> bool:
+    def indexes_intact(self, *, txn_index_required: bool = False) -> bool:
         """Both index files exist, hold whole entries and pass Kafka's sanity rules, and so does the
-        ``.txnindex`` when there is one (``TransactionIndex.sanityCheck``: no marker below the base)."""
+        ``.txnindex`` (``checked_transaction_index``; it must exist when ``txn_index_required``)."""
         for path, entry_size in (
             (self.index_path, OFFSET_INDEX_ENTRY_SIZE),
             (self.time_index_path, TIME_INDEX_ENTRY_SIZE),
         ):
             if not os.path.exists(path) or os.path.getsize(path) % entry_size:
                 return False
-        if os.path.exists(self.txn_index_path):
-            if os.path.getsize(self.txn_index_path) % TXN_INDEX_ENTRY_SIZE:
-                return False
-            try:
-                if (self.transaction_index().last_offsets < self.base_offset).any():
-                    return False
-            except CorruptRecordError:
-                return False  # an entry of an unknown version
+        if self.checked_transaction_index(required=txn_index_required, end_offset=None) is None:
+            return False
         return self.offset_index().is_consistent(self.size()) and self.time_index().is_consistent()
