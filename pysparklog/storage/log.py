@@ -517,18 +517,9 @@ class PartitionLog:
             return LogView((), 0, 0, 0, NO_TXN_FIRST_OFFSET)
         last = self.segment(bases[-1])
         size = last.size()
-        end_offset = self._end_offset_of(last, size)
+        end_offset = last.end_offset(size)
         start = self._checkpointed_log_start(bases[0])
         return LogView(tuple(bases), size, start, end_offset, UNKNOWN_FIRST_UNSTABLE_OFFSET)
-
-    def _end_offset_of(self, segment: LogSegment, size: int) -> int:
-        """One past the last complete entry's last offset; the base when the segment has none."""
-        index = segment.offset_index()
-        position = index.positions[-1] if len(index) and index.is_consistent(size) else 0
-        last = segment.base_offset - 1
-        for chunk in segment.chunks(int(position), size, verify_crc=False):
-            last = int(chunk.entries.last_offsets[-1])
-        return last + 1
 
     def _checkpointed_log_start(self, first_base: int) -> int:
         path = os.path.join(self.checkpoint_dir, checkpoints.LOG_START_OFFSET_CHECKPOINT)
@@ -1421,7 +1412,7 @@ class PartitionLog:
         if not bases or bases[-1] != state.active_base:
             return None
         try:
-            if self._end_offset_of(self.segment(state.active_base), state.active_size) != state.log_end_offset:
+            if self.segment(state.active_base).end_offset(state.active_size) != state.log_end_offset:
                 return None
             return self._active_from(state)
         except FileNotFoundError:
@@ -1499,7 +1490,7 @@ class PartitionLog:
             segment.write_indexes(build)
             segment.write_txn_index(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns))
             if build.offsets or valid:
-                end_offset = self._end_offset_of(segment, valid)
+                end_offset = segment.end_offset(valid)
             else:
                 end_offset = max(end_offset, segment.base_offset)
             if valid < size:

@@ -25,7 +25,7 @@ from pysparklog.storage.index import (
 )
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
-from pysparklog.storage.records.default_records import LOG_OVERHEAD
+from pysparklog.storage.records.default_records import LOG_OVERHEAD, MAGIC_V2
 from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, pool_empty, scan
 from pysparklog.storage.transaction_index import AbortedTxn, encode_aborted
 
@@ -50,6 +50,24 @@ def parse_segment_name(name: str, suffix: str = LOG_SUFFIX) -> int | None:
     if len(stem) != OFFSET_DIGITS or not stem.isdigit():
         return None
     return int(stem)
+
+
+_LAST_OFFSET = 2**63 - 1  # looks up the last offset-index entry
+_LAST_TIMESTAMP = 2**63 - 1  # looks up the last time-index entry: the segment's largest timestamp
+
+
+class _Unconfirmed:
+    """A scan whose time-index entry the log contradicts."""
+
+
+_UNCONFIRMED = _Unconfirmed()
+
+
+def _holds(entries: EntryTable, i: int, offset: int) -> bool:
+    """Whether entry ``i`` holds ``offset``: a v2 batch from its base to its last offset, a legacy entry
+    (whose base is its last offset, its inner offsets unknown without decompressing) up to its offset."""
+    last = int(entries.last_offsets[i])
+    return offset <= last and (int(entries.magics[i]) < MAGIC_V2 or int(entries.base_offsets[i]) <= offset)
 
 
 def _entry_size(buf: np.ndarray) -> int:
@@ -188,16 +206,52 @@ class LogSegment:
             f.write(encode_aborted(txns))
 
     def _usable_offset_index(self, end: int) -> OffsetIndex | None:
-        """The offset index when it passes Kafka's sanity rules for a log of ``end`` bytes.
+        """The offset index when its file holds whole entries that pass Kafka's sanity rules for a log
+        of ``end`` bytes; None when it does not (readers then scan from the segment's start).
 
         The check passes over the whole index, which would cost a random lookup more than the
-        rest of it: it runs once per loaded index and ``end``.
+        rest of it: it runs once per loaded index and ``end``. An entry found wrong where it is used
+        (``_chunks_from_index``) marks the index unusable the same way.
         """
         index = self.offset_index()
         check = self._index_check
         if check is None or check[0] is not index or check[1] != end:
-            check = self._index_check = (index, end, index.is_consistent(end))
+            whole = self._index_cache is not None and self._index_cache[0][0] % OFFSET_INDEX_ENTRY_SIZE == 0
+            check = self._index_check = (index, end, whole and index.is_consistent(end))
         return index if check[2] else None
+
+    def _usable_time_index(self) -> TimeIndex | None:
+        """The time index when its file holds whole entries with increasing timestamps and offsets from
+        the base on; None when it does not (readers then scan the segment). Whether an entry tells the
+        truth about the log is checked where it is used (``_scan_by_time``)."""
+        index = self.time_index()
+        assert self._time_index_cache is not None
+        whole = self._time_index_cache[0][0] % TIME_INDEX_ENTRY_SIZE == 0
+        return index if whole and index.is_consistent() else None
+
+    def _chunks_from_index(
+        self, offset: int, end: int, *, verify_crc: bool, max_bytes: int = READ_CHUNK_BYTES
+    ) -> Iterator[Chunk]:
+        """``chunks`` from the offset-index entry at or below ``offset`` (from the start without one).
+
+        The entry is checked as it is used: the entry at its position must be the batch holding its
+        offset. When it is not (a damaged index: a position inside a batch, an offset of another
+        segment), the index is marked unusable and the walk starts from the segment's start.
+        """
+        index = self._usable_offset_index(end)
+        indexed, position = index.lookup(offset) if index is not None else (self.base_offset, 0)
+        chunks = self.chunks(position, end, max_bytes=max_bytes, verify_crc=verify_crc)
+        if position > 0:
+            try:
+                first = next(chunks, None)
+            except CorruptRecordError:
+                first = None
+            if first is not None and _holds(first.entries, 0, indexed):
+                yield first
+            else:
+                self._index_check = (index, end, False) if index is not None else None
+                chunks = self.chunks(0, end, max_bytes=max_bytes, verify_crc=verify_crc)
+        yield from chunks
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -261,56 +315,114 @@ class LogSegment:
         Looks up the sparse index, then scans forward, like ``LogSegment.translateOffset``.
         Returns None when the segment holds no such entry below ``end``.
         """
-        index = self._usable_offset_index(end)
-        _, position = index.lookup(target) if index is not None else (self.base_offset, 0)
-        for chunk in self.chunks(position, end, max_bytes=64 * 1024, verify_crc=False):
+        for chunk in self._chunks_from_index(target, end, max_bytes=64 * 1024, verify_crc=False):
             last = chunk.entries.last_offsets
             i = int(np.searchsorted(last, target, side="left"))
             if i < len(last):
                 return chunk.position + int(chunk.entries.positions[i]), int(last[i])
         return None
 
+    def end_offset(self, end: int) -> int:
+        """One past the last offset of the entries below byte ``end``; the base offset when there are none.
+
+        Walks from the last offset-index entry, as Kafka's ``readNextOffset`` does.
+        """
+        last = self.base_offset - 1
+        for chunk in self._chunks_from_index(_LAST_OFFSET, end, verify_crc=False):
+            last = int(chunk.entries.last_offsets[-1])
+        return last + 1
+
     def largest_timestamp(self, end: int) -> tuple[int, int]:
         """(max timestamp, offset of the batch holding it) over the segment; (-1, base) when empty.
 
-        Starts from the last time-index entry and scans only the batches after it.
+        Starts from the last time-index entry and scans only the batches after it (all of them when
+        the entry proves wrong: its batch does not have its timestamp, or an earlier one has more).
         """
-        ts, offset = self.time_index().last_entry
-        index = self._usable_offset_index(end)
-        start = index.lookup(offset)[1] if index is not None and ts >= 0 else 0
-        best_ts, best_offset = (ts, offset) if ts >= 0 else (-1, self.base_offset)
-        for chunk in self.chunks(start, end, verify_crc=False):
-            max_ts = chunk.entries.max_timestamps
-            if len(max_ts) and int(max_ts.max()) > best_ts:
-                i = int(np.argmax(max_ts))
-                best_ts, best_offset = int(max_ts[i]), int(chunk.entries.last_offsets[i])
-        return best_ts, best_offset
+        ts, offset = self._time_entry(_LAST_TIMESTAMP)
+        found = self._scan_by_time(ts, offset, _LAST_TIMESTAMP, self.base_offset, end)
+        if found is _UNCONFIRMED:
+            found = self._scan_by_time(-1, self.base_offset, _LAST_TIMESTAMP, self.base_offset, end)
+        assert isinstance(found, tuple)
+        return found
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int, end: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= target and offset >= ``start_offset``.
 
         Kafka's algorithm: time index, then offset index, then the first batch whose max timestamp
-        reaches the target, then its records.
+        reaches the target, then its records. The time-index entry that lets the scan skip the batches
+        before it is checked as the scan passes it; a scan that proves it wrong starts again from the
+        segment's first batch at or past ``start_offset``.
         """
-        _, offset = self.time_index().lookup(timestamp)
-        index = self._usable_offset_index(end)
-        position = index.lookup(max(offset, start_offset))[1] if index is not None else 0
-        for chunk in self.chunks(position, end):
-            reaching = np.flatnonzero(chunk.entries.max_timestamps >= timestamp)
-            for i in reaching.tolist():
-                for batch in decode_entries(
-                    chunk.buf,
-                    chunk.entries.select(slice(i, i + 1)),
-                    topic="",
-                    partition=0,
-                    file=self.log_path,
-                    base_position=chunk.position,
+        ts, offset = self._time_entry(timestamp)
+        found = self._scan_by_time(ts, offset, timestamp, start_offset, end)
+        if found is _UNCONFIRMED:
+            found = self._scan_by_time(-1, self.base_offset, timestamp, start_offset, end)
+        assert not isinstance(found, _Unconfirmed)
+        return found
+
+    def _time_entry(self, timestamp: int) -> tuple[int, int]:
+        """The time-index entry with the largest timestamp up to ``timestamp`` ((-1, base) without one)."""
+        index = self._usable_time_index()
+        return index.lookup(timestamp) if index is not None else (-1, self.base_offset)
+
+    def _scan_by_time(
+        self, entry_ts: int, entry_offset: int, target: int, start_offset: int, end: int
+    ) -> tuple[int, int] | None | _Unconfirmed:
+        """The scan of ``find_offset_by_timestamp`` (or of ``largest_timestamp``, with target
+        ``_LAST_TIMESTAMP``) from the time-index entry (``entry_ts``, ``entry_offset``); -1: no entry.
+
+        The entry says that every batch before the one holding its offset has a smaller max timestamp,
+        and that this batch has exactly its timestamp (Kafka's time index: the max timestamp so far, at
+        the batch that first reached it). The batches from the entry's offset-index position up to that
+        batch are checked against it; ``_UNCONFIRMED`` when they contradict it, or the batch is not
+        there, so that the caller scans without it.
+        """
+        largest = target == _LAST_TIMESTAMP
+        skips = entry_ts >= 0 and entry_offset > start_offset  # the entry lets the scan skip batches
+        best = (entry_ts, entry_offset) if skips else (-1, self.base_offset)  # a scan from the start finds it
+        scan_from = entry_offset if skips else start_offset
+        for chunk in self._chunks_from_index(scan_from, end, verify_crc=not largest):
+            entries = chunk.entries
+            max_ts = entries.max_timestamps
+            holding = -1
+            if skips:
+                holding = int(np.searchsorted(entries.last_offsets, entry_offset, side="left"))
+                before = max_ts[: min(holding, len(entries))]
+                if (len(before) and int(before.max()) >= entry_ts) or (
+                    holding < len(entries)
+                    and (int(max_ts[holding]) != entry_ts or not _holds(entries, holding, entry_offset))
                 ):
-                    offsets = batch.column("offset").to_numpy()
-                    stamps = batch.column("timestamp").cast("int64").to_numpy()
-                    hit = np.flatnonzero((stamps >= timestamp) & (offsets >= start_offset))
-                    if len(hit):
-                        return int(offsets[hit[0]]), int(stamps[hit[0]])
+                    return _UNCONFIRMED
+                skips = holding >= len(entries)
+            if largest:
+                if len(max_ts) and int(max_ts.max()) > best[0]:
+                    i = int(np.argmax(max_ts))
+                    best = (int(max_ts[i]), int(entries.last_offsets[i]))
+                continue
+            found = self._first_record_at(chunk, target, start_offset)
+            if found is not None:
+                return found
+        if skips:
+            return _UNCONFIRMED
+        return best if largest else None
+
+    def _first_record_at(self, chunk: Chunk, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the chunk's first record at or after ``timestamp`` and ``start_offset``."""
+        reaching = np.flatnonzero(chunk.entries.max_timestamps >= timestamp)
+        for i in reaching.tolist():
+            for batch in decode_entries(
+                chunk.buf,
+                chunk.entries.select(slice(i, i + 1)),
+                topic="",
+                partition=0,
+                file=self.log_path,
+                base_position=chunk.position,
+            ):
+                offsets = batch.column("offset").to_numpy()
+                stamps = batch.column("timestamp").cast("int64").to_numpy()
+                hit = np.flatnonzero((stamps >= timestamp) & (offsets >= start_offset))
+                if len(hit):
+                    return int(offsets[hit[0]]), int(stamps[hit[0]])
         return None
 
     # -- recovery -----------------------------------------------------------------------------

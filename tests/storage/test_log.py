@@ -29,6 +29,7 @@ from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIM
 from pysparklog.storage.records.arrow_records import EncodedBatches, encode_arrow
 from pysparklog.storage.records.default_records import batch_crc
 from pysparklog.storage.records.memory_records import as_uint8, scan
+from pysparklog.storage.segment import LogSegment
 from tests.conftest import keyed_table, read_all
 
 SMALL_BATCHES = BatchSettings(max_batch_bytes=1500)
@@ -435,3 +436,52 @@ def test_append_refuses_what_is_not_batches(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfigError, match="settings 'zstd' is not valid; accepted: a BatchSettings or None"):
         log.append_arrow(keyed_table(1), "zstd")  # type: ignore[arg-type]
     assert log.log_end_offset == 0
+
+
+def _damage_index(segment: LogSegment, damage: str, other: LogSegment) -> None:
+    """Damage a segment's index the ways a disk or a person does; every index stays loadable."""
+    path = segment.time_index_path if "time" in damage else segment.index_path
+    data = Path(path).read_bytes()
+    if damage.startswith("garbage"):
+        data += np.random.default_rng(len(data)).integers(0, 256, 40, dtype=np.uint8).tobytes()
+    elif damage.startswith("another segment's"):
+        data = Path(other.time_index_path if "time" in damage else other.index_path).read_bytes()
+    elif damage == "time index entry that understates its batch":
+        time_index = TimeIndex.load(path, segment.base_offset)
+        first_ts, last_offset = int(time_index.timestamps[0]) - 1, int(time_index.offsets[-1])
+        data = TimeIndex.encode(segment.base_offset, [first_ts], [last_offset])
+    elif damage == "offset index entry inside a batch":
+        index = OffsetIndex.load(path, segment.base_offset)
+        positions = [int(p) + 1 for p in index.positions]
+        data = OffsetIndex.encode(segment.base_offset, index.offsets.tolist(), positions)
+    Path(path).write_bytes(data)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "garbage after the time index",
+        "garbage after the offset index",
+        "another segment's time index",
+        "another segment's offset index",
+        "time index entry that understates its batch",
+        "offset index entry inside a batch",
+    ],
+)
+def test_lookups_check_the_index_entries_they_use(tmp_path: Path, damage: str) -> None:
+    log, timestamps = _random_timestamps_log(tmp_path)
+    segments = log.segments()
+    assert len(segments) > 3
+    for segment, other in zip(segments[:-1], segments[1:], strict=True):  # the sealed segments
+        _damage_index(segment, damage, other)
+    reader = LogDirectory(tmp_path, LogConfig(segment_bytes=40_000, index_interval_bytes=1000)).partition("t", 0)
+    targets = [0, 999, 1000, 25_000, 49_999, 50_000] + np.random.default_rng(9).integers(0, 51_000, 200).tolist()
+    for target in targets:
+        hits = np.flatnonzero(timestamps >= target)
+        expected = (int(hits[0]), int(timestamps[hits[0]])) if len(hits) else None
+        assert reader.offset_for_timestamp(target) == expected, f"target {target}"
+    offset, ts = reader.offset_for_timestamp(MAX_TIMESTAMP)  # type: ignore[misc]
+    assert ts == int(timestamps.max()) and timestamps[offset] <= ts
+    assert offset >= int(np.argmax(timestamps)), "the batch holding the largest timestamp first"
+    for start in np.random.default_rng(5).integers(0, 3000, 50).tolist():
+        assert next(reader.read_arrow(start)).column("offset")[0].as_py() == start
