@@ -1674,12 +1674,9 @@ class PartitionLog:
     def remove_deleted_files(self, now_ms: int | None = None) -> int:
         """Remove ``.deleted`` files renamed more than ``file.delete.delay.ms`` ago; returns how many.
 
-        The delay lets readers that opened a segment before it was retired finish with it. A file's age
-        is measured on the clock its rename time comes from: ``now_ms`` counts only when it is later (a
-        caller simulating time), so files the retention pass that took ``now_ms`` renamed after taking it
-        are not younger than they are.
+        The delay lets readers that opened a segment before it was retired finish with it.
         """
-        now = max(int(time.time() * 1000), now_ms or 0)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
         delay = self.config.file_delete_delay_ms
         removed = 0
         for name in os.listdir(self.directory) if os.path.isdir(self.directory) else []:
