@@ -805,7 +805,10 @@ class PartitionLog:
         """Kafka's ListOffsets for one partition: (offset, timestamp), or None when nothing qualifies.
 
         ``-2`` is the log start offset, ``-1`` the log end offset, ``-3`` the offset of the batch with
-        the largest timestamp; any other value finds the first record whose timestamp is at least it.
+        the largest timestamp; any other value finds the first record whose timestamp is at least it,
+        in the first segment whose largest timestamp reaches it, as Kafka searches: a segment without
+        record timestamps (an empty one, as compaction can leave) counts its file's modification time,
+        and when the segment found holds no such record there is no answer.
 
         Raises:
             InvalidOffsetError: ``timestamp`` is not an integer, or negative other than -1, -2 and -3.
@@ -826,10 +829,16 @@ class PartitionLog:
             return best
         if timestamp < 0:
             raise InvalidOffsetError(f"timestamp {timestamp} is not valid; accepted: {_TIMESTAMP_ARGUMENTS}")
+        # Kafka's UnifiedLog.fetchOffsetByTimestamp: the first segment whose largest timestamp reaches the
+        # target answers, even with none; a segment without a record timestamp (empty, as compaction may
+        # leave one) counts its file's modification time (LogSegment.largestTimestamp).
         for base in view.segment_bases:
             seg = self.segment(base)
             end = view.end_of(base, seg)
-            if seg.largest_timestamp(end)[0] >= timestamp:
+            largest = seg.largest_timestamp(end)[0]
+            if largest < 0:
+                largest = int(os.path.getmtime(seg.log_path) * 1000)
+            if largest >= timestamp:
                 return seg.find_offset_by_timestamp(timestamp, view.log_start_offset, end)
         return None
 

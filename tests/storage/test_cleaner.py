@@ -422,6 +422,26 @@ def test_a_round_covers_the_offsets_missing_at_the_end_of_its_last_segment(tmp_p
     assert result.end_offset == 3
 
 
+def test_a_cleaned_segment_left_empty_answers_lookups_by_time_as_kafka_does(tmp_path: Path) -> None:
+    """Kafka's ListOffsets searches the first segment whose largest timestamp reaches the target, and a
+    segment without a record timestamp counts its file's modification time (``LogSegment.largestTimestamp``):
+    an empty cleaned segment modified after the target ends the search with no offset."""
+    log = open_log(tmp_path, config(segment_bytes=100))  # one segment per group
+    append(log, table([b"a", b"b"]), BatchSettings())  # 0, 1
+    log.roll()
+    append(log, table([b"a", b"b"], ts=T0 + 100), BatchSettings())  # 2, 3
+    log.roll()
+    append(log, table([b"c"], ts=T0 + 200), BatchSettings())  # 4
+    log.roll()
+    clean(log)
+    first = log.segments()[0]
+    assert (first.base_offset, first.size()) == (0, 0), "every record of the first segment has a newer value"
+    assert log.offset_for_timestamp(T0) is None, "the empty segment was modified after T0"
+    os.utime(first.log_path, ns=((T0 - 1) * 1_000_000,) * 2)
+    assert log.offset_for_timestamp(T0) == (2, T0 + 100), "modified before T0: the search goes on"
+    assert log.offset_for_timestamp(T0 + 201) is None, "the empty active segment ends it"
+
+
 def test_keyless_records_go_but_the_batch_ending_the_round_stays_empty(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     append(log, table([None, b"a"]), BatchSettings())
