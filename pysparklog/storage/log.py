@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 import os
 import random
 import re
@@ -162,6 +163,7 @@ UNKNOWN_FIRST_UNSTABLE_OFFSET = -2
 UNKNOWN_TXN_INDEXES_FROM = -1
 _MAX_VIEW_RETRIES = 20
 _T = TypeVar("_T")
+_log = logging.getLogger(__name__)
 _TOPIC_PARTITION = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
 
@@ -974,7 +976,7 @@ class PartitionLog:
         else:
             bases = self._list_segments()
             producers, replayed_from = self._producers.load_replayed(
-                bases, state.active_base, state.active_size, state.log_end_offset
+                bases, state.active_base, state.active_size, state.log_end_offset, remove_unreadable=True
             )
             if state.log_end_offset - replayed_from >= SNAPSHOT_AFTER_REPLAY:
                 # The next process would replay it all again (every Spark task has a new producer): keep it.
@@ -1489,7 +1491,7 @@ class PartitionLog:
         indexed_from = bases[first] if indexed_from == UNKNOWN_TXN_INDEXES_FROM else min(indexed_from, bases[first])
         end_offset = bases[first]
         build = None
-        producers = self._producers.load(bases, bases[-1], 0, bases[first])
+        producers = self._producers.load(bases, bases[-1], 0, bases[first], remove_unreadable=True)
         open_txns = OpenTransactions.of(producers)
         for i in range(first, len(bases)):
             segment = self.segment(bases[i])
@@ -1577,22 +1579,28 @@ class PartitionLog:
         self._segments.pop(segment.base_offset, None)
 
     def _ensure_partition_files(self, first_base: int) -> None:
-        """``leader-epoch-checkpoint`` and ``partition.metadata``, as a broker leaves them."""
+        """``leader-epoch-checkpoint`` and ``partition.metadata``, as a broker leaves them; written again
+        when missing or unreadable (the epoch file names the one leader epoch from the first segment, the
+        metadata the topic's id, which its other partitions keep)."""
         epoch_path = os.path.join(self.directory, checkpoints.LEADER_EPOCH_CHECKPOINT)
-        if not os.path.exists(epoch_path):
+        try:
+            epochs = checkpoints.read_leader_epoch_checkpoint(epoch_path) if os.path.exists(epoch_path) else None
+        except CorruptRecordError:
+            epochs = None
+        if not epochs:
             checkpoints.write_leader_epoch_checkpoint(epoch_path, [(PARTITION_LEADER_EPOCH, first_base)])
         metadata_path = os.path.join(self.directory, checkpoints.PARTITION_METADATA)
-        if not os.path.exists(metadata_path):
+        if _readable_topic_id(metadata_path) is None:
             checkpoints.write_partition_metadata(metadata_path, self._topic_id())
 
     def _topic_id(self) -> str:
-        """The topic's id: shared with its other partitions, new for a new topic."""
+        """The topic's id: shared with its other partitions (those whose ``partition.metadata`` reads), new
+        for a new topic."""
         parent = os.path.dirname(self.directory)
         prefix = f"{self.topic}-"
         for name in sorted(os.listdir(parent)):
             if name.startswith(prefix) and name[len(prefix) :].isdigit() and name != os.path.basename(self.directory):
-                metadata = os.path.join(parent, name, checkpoints.PARTITION_METADATA)
-                topic_id = checkpoints.read_partition_metadata(metadata)
+                topic_id = _readable_topic_id(os.path.join(parent, name, checkpoints.PARTITION_METADATA))
                 if topic_id is not None:
                     return topic_id
         return checkpoints.new_topic_id()
@@ -1726,33 +1734,64 @@ class PartitionLog:
                     f"cannot swap cleaned segment {cleaned_base} in for {list(old_bases)} of "
                     f"{self.topic}-{self.partition}: the segments changed or include the active one"
                 )
-            marker = {"old": [int(b) for b in old_bases], "new": int(cleaned_base), "phase": "swap"}
-            checkpoints.write_atomically(os.path.join(self.directory, SWAP_MARKER), json.dumps(marker).encode())
+            marker = _SwapMarker(int(cleaned_base), [int(b) for b in old_bases], "swap")
+            checkpoints.write_atomically(os.path.join(self.directory, SWAP_MARKER), marker.encode())
             self._complete_pending_swap(fd)
 
     def _complete_pending_swap(self, fd: int) -> None:
-        """Finish a segment swap from its marker; every step is idempotent. Runs under the write lock."""
+        """Finish a segment swap from its marker; every step is idempotent. Runs under the write lock.
+
+        A marker that cannot be read is replaced by what the files say, as Kafka's ``LogLoader`` finishes
+        a swap from its ``.swap`` files alone (``_swap_from_files``).
+        """
         path = os.path.join(self.directory, SWAP_MARKER)
         try:
-            with open(path, encoding="utf-8") as f:
-                marker = json.load(f)
+            with open(path, "rb") as f:
+                marker = _parse_swap_marker(f.read())
         except FileNotFoundError:
             return
-        new, old = int(marker["new"]), [int(b) for b in marker["old"]]
-        if marker["phase"] == "swap":
-            self._rename_segment_files(new, CLEANED_SUFFIX, SWAP_SUFFIX)
-            for base in old:
-                self._rename_segment_files(base, "", DELETED_SUFFIX)
-            marker["phase"] = "finish"
-            checkpoints.write_atomically(path, json.dumps(marker).encode())
-        self._rename_segment_files(new, SWAP_SUFFIX, "")
+        if marker is None:
+            _log.warning("%s cannot be read; finishing the swap from the files", path)
+            marker = self._swap_from_files()
+        if marker is not None:
+            if marker.phase == "swap":
+                self._rename_segment_files(marker.new, CLEANED_SUFFIX, SWAP_SUFFIX)
+                for base in marker.old:
+                    self._rename_segment_files(base, "", DELETED_SUFFIX)
+                marker = replace(marker, phase="finish")
+                checkpoints.write_atomically(path, marker.encode())
+            self._rename_segment_files(marker.new, SWAP_SUFFIX, "")
+            for base in marker.old:
+                self._segments.pop(base, None)
         os.remove(path)
-        for base in old:
-            self._segments.pop(base, None)
         self._bases = []
         state = self._read_state(fd)
         if state is not None:
             self._write_state(fd, replace(state, segments_generation=state.segments_generation + 1))
+
+    def _swap_from_files(self) -> _SwapMarker | None:
+        """The swap the files show, for a marker that cannot be read; None when no file was swapped yet.
+
+        With ``<new>.log.swap`` there, the segments it replaces are the live ones in its offset range
+        (Kafka: those overlapping [its base, its next offset)), and the swap is redone from its first
+        phase; with only index files left as ``.swap``, only its last step is.
+        """
+        swapped = sorted(
+            {
+                base
+                for name in os.listdir(self.directory)
+                for suffix in SEGMENT_SUFFIXES
+                if (base := parse_segment_name(name, suffix + SWAP_SUFFIX)) is not None
+            }
+        )
+        if not swapped:
+            return None
+        new = swapped[0]
+        incoming = LogSegment(self.directory, new, SWAP_SUFFIX)
+        if not os.path.exists(incoming.log_path):
+            return _SwapMarker(new, [], "finish")
+        end = incoming.end_offset(os.path.getsize(incoming.log_path))
+        return _SwapMarker(new, [b for b in self._list_segments() if new <= b < max(end, new + 1)], "swap")
 
     def _segment_path(self, base: int, suffix: str) -> str:
         return os.path.join(self.directory, filename_prefix(base) + suffix)
@@ -1874,6 +1913,41 @@ def _queue_aborted(active: _ActiveSegment, aborted: Sequence[AbortedTxn], queued
         active.pending_txn_index.append(aborted[queued])
         queued += 1
     return queued
+
+
+@dataclass(frozen=True, slots=True)
+class _SwapMarker:
+    """``pysparklog.swap``: the cleaned segment ``new`` replaces the segments ``old``; ``phase`` says
+    how far the swap got ("swap": renames may be under way; "finish": only the ``.swap`` files are left)."""
+
+    new: int
+    old: list[int]
+    phase: str
+
+    def encode(self) -> bytes:
+        return json.dumps({"old": self.old, "new": self.new, "phase": self.phase}).encode()
+
+
+def _parse_swap_marker(data: bytes) -> _SwapMarker | None:
+    """The swap marker in ``data``; None when it is not one."""
+    try:
+        marker = json.loads(data)
+        new, old, phase = marker["new"], marker["old"], marker["phase"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(old, list) or phase not in ("swap", "finish"):
+        return None
+    if any(isinstance(b, bool) or not isinstance(b, int) for b in [new, *old]):
+        return None
+    return _SwapMarker(new, old, phase)
+
+
+def _readable_topic_id(path: str) -> str | None:
+    """The topic id of a ``partition.metadata`` file; None when it is missing or cannot be read."""
+    try:
+        return checkpoints.read_partition_metadata(path)
+    except CorruptRecordError:
+        return None
 
 
 def _fsync(path: str) -> None:

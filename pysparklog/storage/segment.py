@@ -122,16 +122,17 @@ class LogSegment:
     Args:
         directory: The partition directory.
         base_offset: The segment's base offset (its file name).
+        file_suffix: After each file's name: ``.swap`` for a segment being swapped in (Kafka's ``fileSuffix``).
     """
 
-    def __init__(self, directory: str, base_offset: int) -> None:
+    def __init__(self, directory: str, base_offset: int, file_suffix: str = "") -> None:
         self.directory = directory
         self.base_offset = base_offset
         prefix = os.path.join(directory, filename_prefix(base_offset))
-        self.log_path = prefix + LOG_SUFFIX
-        self.index_path = prefix + INDEX_SUFFIX
-        self.time_index_path = prefix + TIME_INDEX_SUFFIX
-        self.txn_index_path = prefix + TXN_INDEX_SUFFIX
+        self.log_path = prefix + LOG_SUFFIX + file_suffix
+        self.index_path = prefix + INDEX_SUFFIX + file_suffix
+        self.time_index_path = prefix + TIME_INDEX_SUFFIX + file_suffix
+        self.txn_index_path = prefix + TXN_INDEX_SUFFIX + file_suffix
         self._index_cache: tuple[tuple[int, int], OffsetIndex] | None = None
         self._time_index_cache: tuple[tuple[int, int], TimeIndex] | None = None
         self._txn_index_cache: tuple[tuple[int, int], TransactionIndex | None] | None = None

@@ -773,6 +773,49 @@ def _check_against_model(log: PartitionLog, model: list[Record]) -> None:
     assert {r.offset for r in last_per_key(model).values()} <= set(offsets), "the last value of every key"
 
 
+class _Crash(Exception):
+    """The process dies here."""
+
+
+@pytest.mark.parametrize("renames", range(28))  # a round of 4 segments renames 27 times
+def test_a_swap_cut_short_is_finished_even_when_its_marker_is_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renames: int
+) -> None:
+    """A round dies after ``renames`` renames (of its files, marker and checkpoint), and the swap marker it
+    left is damaged: the next reader finishes the swap from the .swap files, as Kafka's LogLoader does."""
+    log = open_log(tmp_path, config(segment_bytes=1000))
+    model: list[Record] = []
+    for i in range(4):
+        keys = [f"k{(i * 7 + j) % 9}".encode() for j in range(12)]
+        model += append(log, table(keys, ts=T0 + len(model)))
+        log.roll()
+    rename = os.replace
+    done = 0
+
+    def rename_then_die(source: str, target: str) -> None:
+        nonlocal done
+        if done == renames:
+            raise _Crash
+        done += 1
+        rename(source, target)
+
+    monkeypatch.setattr(os, "replace", rename_then_die)
+    try:
+        clean_log(log, NOW)
+    except _Crash:
+        pass
+    monkeypatch.setattr(os, "replace", rename)
+    marker = Path(log.directory) / SWAP_MARKER
+    if marker.exists():
+        marker.write_bytes(b"\xff{not json" + marker.read_bytes()[:5])
+    reader = open_log(tmp_path, config(segment_bytes=1000))
+    _check_against_model(reader, model)
+    names = os.listdir(log.directory)
+    assert SWAP_MARKER not in names and not [n for n in names if n.endswith(".swap")], names
+    model += append(reader, table([b"k1"], ts=T0 + len(model)))
+    _check_against_model(open_log(tmp_path, config(segment_bytes=1000)), model)
+
+
 @pytest.mark.slow
 def test_kill_9_during_compaction_loses_nothing(tmp_path: Path) -> None:
     rng = random.Random(20261122)

@@ -9,12 +9,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TypedDict
 
 import pytest
 
-from pysparklog import BatchSettings, LogConfig, LogDirectory
+from pysparklog import BatchSettings, CorruptRecordError, LogConfig, LogDirectory
 from pysparklog.storage import checkpoints
 from pysparklog.storage.index import OffsetIndex, TimeIndex
 from pysparklog.storage.log import STATE_FILE, LogState, PartitionLog
@@ -174,7 +176,7 @@ def test_default_flush_policy_leaves_fsync_to_rolls(tmp_path: Path) -> None:
 
 _WRITER = """
 import sys
-from pysparklog import BatchSettings, LogConfig, LogDirectory
+from pysparklog import BatchSettings, CorruptRecordError, LogConfig, LogDirectory
 from tests.conftest import keyed_table
 log = LogDirectory(sys.argv[1], LogConfig(segment_bytes=200_000)).partition("t", 0)
 start = log.log_end_offset
@@ -333,3 +335,79 @@ def test_a_log_that_lost_its_segments_starts_again_at_its_log_start_offset(tmp_p
     assert log.append_arrow(keyed_table(5, start=1000)).first_offset == 60, "Kafka's LogLoader: no offset goes back"
     assert (log.log_start_offset, log.log_end_offset) == (60, 65)
     assert [s.base_offset for s in log.segments()] == [60]
+
+
+_CHECKPOINT_DAMAGE = {
+    "bytes that are not UTF-8": b"\xff\xfe\x00garbage\x80\n",
+    "an offset that is not a number": b"0\n1\nt 0 five\n",
+    "fewer entries than its count": b"0\n3\nt 0 5\n",
+    "an unknown version": b"7\n0\n",
+    "an entry of two fields": b"0\n1\nt 0\n",
+}
+
+
+@pytest.mark.parametrize("damage", list(_CHECKPOINT_DAMAGE))
+@pytest.mark.parametrize("name", [checkpoints.RECOVERY_POINT_CHECKPOINT, checkpoints.LOG_START_OFFSET_CHECKPOINT])
+def test_a_damaged_log_dir_checkpoint_is_written_again_from_the_state_records(
+    tmp_path: Path, name: str, damage: str
+) -> None:
+    config = LogConfig(segment_bytes=20_000)
+    logs = LogDirectory(tmp_path, config)
+    other = logs.partition("u", 3)
+    other.append_arrow(keyed_table(50))
+    other.flush()
+    other.raise_log_start_offset(20)
+    log = logs.partition("t", 0)
+    log.append_arrow(keyed_table(100))
+    (tmp_path / name).write_bytes(_CHECKPOINT_DAMAGE[damage])
+    with pytest.raises(CorruptRecordError, match=name):
+        checkpoints.read_offset_checkpoint(str(tmp_path / name))
+    log.flush()  # flushes, rolls and the appends that roll write the checkpoints
+    log.roll()
+    log.append_arrow(keyed_table(300, start=100), BatchSettings(max_batch_bytes=1500))
+    points = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT))
+    starts = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.LOG_START_OFFSET_CHECKPOINT))
+    assert points == {("u", 3): 50, ("t", 0): log.segments()[-1].base_offset}
+    assert starts == {("u", 3): 20}, "u-3's log start, from its state record"
+    assert read_all(log).num_rows == 400
+
+
+_PARTITION_FILE_READERS: dict[str, Callable[[str], object]] = {
+    checkpoints.LEADER_EPOCH_CHECKPOINT: checkpoints.read_leader_epoch_checkpoint,
+    checkpoints.PARTITION_METADATA: checkpoints.read_partition_metadata,
+}
+
+
+@pytest.mark.parametrize("name", list(_PARTITION_FILE_READERS))
+def test_damaged_partition_files_are_written_again_by_recovery(tmp_path: Path, name: str) -> None:
+    logs = LogDirectory(tmp_path)
+    log = logs.partition("t", 0)
+    log.append_arrow(keyed_table(10))
+    logs.partition("t", 1).append_arrow(keyed_table(10))
+    topic_id = log.topic_id
+    path = Path(log.directory) / name
+    original = path.read_bytes()
+    path.write_bytes(b"\xff\xfe" + original[2:])
+    with pytest.raises(CorruptRecordError, match=f"{name}.*not UTF-8"):
+        _PARTITION_FILE_READERS[name](str(path))
+    new = logs.partition("t", 2)
+    new.append_arrow(keyed_table(1))  # another partition's unreadable file does not stop a new one
+    log.recover()
+    assert path.read_bytes() == original
+    assert new.topic_id == topic_id, "from the partition whose file reads"
+
+
+def test_an_unreadable_producer_snapshot_is_passed_over_and_removed(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path, LogConfig(segment_bytes=3000)).partition("t", 0)
+    producer = BatchSettings(producer_id=7, producer_epoch=0, base_sequence=0, max_batch_bytes=500)
+    log.append_arrow(keyed_table(100), producer)
+    snapshots = sorted(Path(log.directory).glob("*.snapshot"))
+    assert len(snapshots) > 2
+    latest = snapshots[-1]
+    latest.write_bytes(b"\x00\x01" + bytes(10))  # a CRC that does not match
+    fresh = LogDirectory(tmp_path, LogConfig(segment_bytes=3000)).partition("t", 0)
+    retry = fresh.append_arrow(keyed_table(100), producer)
+    assert (retry.first_offset, retry.last_offset) == (0, 99), "recognised as a retry from the earlier snapshot"
+    assert not latest.exists(), "the writer removed the snapshot it could not read"
+    after = fresh.append_arrow(keyed_table(5, start=100), replace(producer, base_sequence=100))
+    assert after.first_offset == 100
