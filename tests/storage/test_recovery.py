@@ -346,13 +346,23 @@ _CHECKPOINT_DAMAGE = {
 }
 
 
+_CHECKPOINT_WRITERS: dict[str, Callable[[PartitionLog], object]] = {
+    "a flush": PartitionLog.flush,
+    "a roll": PartitionLog.roll,
+    "an append that rolls": lambda log: log.append_arrow(
+        keyed_table(300, start=100), BatchSettings(max_batch_bytes=1500)
+    ),
+    "recovery": PartitionLog.recover,
+}
+
+
+@pytest.mark.parametrize("writer", list(_CHECKPOINT_WRITERS))
 @pytest.mark.parametrize("damage", list(_CHECKPOINT_DAMAGE))
 @pytest.mark.parametrize("name", [checkpoints.RECOVERY_POINT_CHECKPOINT, checkpoints.LOG_START_OFFSET_CHECKPOINT])
 def test_a_damaged_log_dir_checkpoint_is_written_again_from_the_state_records(
-    tmp_path: Path, name: str, damage: str
+    tmp_path: Path, name: str, damage: str, writer: str
 ) -> None:
-    config = LogConfig(segment_bytes=20_000)
-    logs = LogDirectory(tmp_path, config)
+    logs = LogDirectory(tmp_path, LogConfig(segment_bytes=20_000))
     other = logs.partition("u", 3)
     other.append_arrow(keyed_table(50))
     other.flush()
@@ -362,14 +372,13 @@ def test_a_damaged_log_dir_checkpoint_is_written_again_from_the_state_records(
     (tmp_path / name).write_bytes(_CHECKPOINT_DAMAGE[damage])
     with pytest.raises(CorruptRecordError, match=name):
         checkpoints.read_offset_checkpoint(str(tmp_path / name))
-    log.flush()  # flushes, rolls and the appends that roll write the checkpoints
-    log.roll()
-    log.append_arrow(keyed_table(300, start=100), BatchSettings(max_batch_bytes=1500))
+    _CHECKPOINT_WRITERS[writer](log)
     points = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT))
     starts = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.LOG_START_OFFSET_CHECKPOINT))
-    assert points == {("u", 3): 50, ("t", 0): log.segments()[-1].base_offset}
+    state = LogState.decode((Path(log.directory) / STATE_FILE).read_bytes())
+    assert state is not None and points == {("u", 3): 50, ("t", 0): state.recovery_point}
     assert starts == {("u", 3): 20}, "u-3's log start, from its state record"
-    assert read_all(log).num_rows == 400
+    assert read_all(log).num_rows == state.log_end_offset
 
 
 _PARTITION_FILE_READERS: dict[str, Callable[[str], object]] = {
