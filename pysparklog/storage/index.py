@@ -61,6 +61,11 @@ def _read_entries(path: str, dtype: np.dtype) -> tuple[np.ndarray, int]:
     return np.frombuffer(raw[:whole], dtype=dtype), len(raw)
 
 
+def _increasing(values: np.ndarray) -> bool:
+    """Whether ``values`` strictly increase (comparisons of slices: indexes are checked on every load)."""
+    return bool((values[1:] > values[:-1]).all())
+
+
 def _trim_preallocated(relative_offsets: np.ndarray) -> int:
     """Entries before the first zero relative offset that is not entry 0."""
     zeros = np.flatnonzero(relative_offsets[1:] == 0)
@@ -103,8 +108,8 @@ class OffsetIndex:
             return True
         return bool(
             (self.offsets[0] >= self.base_offset)
-            and np.all(np.diff(self.offsets) > 0)
-            and np.all(np.diff(self.positions) > 0)
+            and _increasing(self.offsets)
+            and _increasing(self.positions)
             and self.positions[0] >= 0
             and self.positions[-1] < log_size
             and (end_offset is None or self.offsets[-1] < end_offset)
@@ -194,8 +199,8 @@ class TimeIndex:
         if len(self) == 0:
             return True
         return bool(
-            np.all(np.diff(self.timestamps) > 0)
-            and np.all(np.diff(self.offsets) >= 0)
+            _increasing(self.timestamps)
+            and (self.offsets[1:] >= self.offsets[:-1]).all()
             and self.offsets[0] >= self.base_offset
             and (end_offset is None or self.offsets[-1] < end_offset)
             and (max_timestamp is None or self.timestamps[-1] <= max_timestamp)
@@ -286,6 +291,6 @@ class TransactionIndex:
             (self.versions == ABORTED_TXN_VERSION).all()
             and last[0] >= base_offset
             and (end_offset is None or last[-1] < end_offset)
-            and np.all(np.diff(last) > 0)
-            and np.all((self.first_offsets >= 0) & (self.first_offsets < last))
+            and _increasing(last)
+            and ((self.first_offsets >= 0) & (self.first_offsets < last)).all()
         )

@@ -1390,16 +1390,19 @@ class PartitionLog:
     @staticmethod
     def _indexes_unchanged(active: _ActiveSegment) -> bool:
         """Whether the active segment's indexes were valid when loaded and are still exactly the entries
-        written since (a ``stat`` each: this runs at every append). A state record that does not say
-        where ``.txnindex`` files start (an older pysparklog's) fails too: recovery records it."""
+        written since (a ``stat`` each: this runs at every append). The ``.txnindex`` is looked at only
+        when it holds entries: an empty one that is gone loses nothing (an abort creates the file again,
+        a reader rebuilds it). A state record that does not say where ``.txnindex`` files start (an
+        older pysparklog's) fails too: recovery records it."""
         segment = active.segment
         if not active.indexes_valid or active.state.txn_indexes_from == UNKNOWN_TXN_INDEXES_FROM:
             return False
+        txn_index_bytes = active.txn_index_entries * TXN_INDEX_ENTRY_SIZE
         try:
             return (
                 os.path.getsize(segment.index_path) == active.index_entries * OFFSET_INDEX_ENTRY_SIZE
                 and os.path.getsize(segment.time_index_path) == active.time_index_entries * TIME_INDEX_ENTRY_SIZE
-                and os.path.getsize(segment.txn_index_path) == active.txn_index_entries * TXN_INDEX_ENTRY_SIZE
+                and (txn_index_bytes == 0 or os.path.getsize(segment.txn_index_path) == txn_index_bytes)
             )
         except FileNotFoundError:
             return False

@@ -8,6 +8,7 @@ the caller passes in) are never read: bytes a writer is still appending stay inv
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -66,8 +67,9 @@ _UNCONFIRMED = _Unconfirmed()
 def _holds(entries: EntryTable, i: int, offset: int) -> bool:
     """Whether entry ``i`` holds ``offset``: a v2 batch from its base to its last offset, a legacy entry
     (whose base is its last offset, its inner offsets unknown without decompressing) up to its offset."""
-    last = int(entries.last_offsets[i])
-    return offset <= last and (int(entries.magics[i]) < MAGIC_V2 or int(entries.base_offsets[i]) <= offset)
+    row: list[int] = entries.rows[i].tolist()
+    base = row[k.E_BASE_OFFSET]
+    return offset <= base + row[k.E_LAST_OFFSET_DELTA] and (row[k.E_MAGIC] < MAGIC_V2 or base <= offset)
 
 
 def _entry_size(buf: np.ndarray) -> int:
@@ -137,6 +139,7 @@ class LogSegment:
         self._time_index_cache: tuple[tuple[int, int], TimeIndex] | None = None
         self._txn_index_cache: tuple[tuple[int, int], TransactionIndex | None] | None = None
         self._index_check: tuple[OffsetIndex, int, bool] | None = None  # (index, end, consistent)
+        self._time_index_check: tuple[TimeIndex, bool] | None = None  # (index, consistent)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path!r})"
@@ -223,12 +226,16 @@ class LogSegment:
 
     def _usable_time_index(self) -> TimeIndex | None:
         """The time index when its file holds whole entries with increasing timestamps and offsets from
-        the base on; None when it does not (readers then scan the segment). Whether an entry tells the
-        truth about the log is checked where it is used (``_scan_by_time``)."""
+        the base on; None when it does not (readers then scan the segment). The check runs once per
+        loaded index. Whether the entry a scan starts from tells the truth about the log is checked as
+        the scan passes it (``_scan_by_time``)."""
         index = self.time_index()
-        assert self._time_index_cache is not None
-        whole = self._time_index_cache[0][0] % TIME_INDEX_ENTRY_SIZE == 0
-        return index if whole and index.is_consistent() else None
+        check = self._time_index_check
+        if check is None or check[0] is not index:
+            assert self._time_index_cache is not None
+            whole = self._time_index_cache[0][0] % TIME_INDEX_ENTRY_SIZE == 0
+            check = self._time_index_check = (index, whole and index.is_consistent())
+        return index if check[1] else None
 
     def _chunks_from_index(
         self, offset: int, end: int, *, verify_crc: bool, max_bytes: int = READ_CHUNK_BYTES
@@ -384,21 +391,20 @@ class LogSegment:
         scan_from = entry_offset if skips else start_offset
         for chunk in self._chunks_from_index(scan_from, end, verify_crc=not largest):
             entries = chunk.entries
-            max_ts = entries.max_timestamps
-            holding = -1
+            # As lists: a chunk holds few batches per segment here, and list work costs less than numpy's calls.
+            last: list[int] = entries.last_offsets.tolist()
+            max_ts: list[int] = entries.max_timestamps.tolist()
             if skips:
-                holding = int(np.searchsorted(entries.last_offsets, entry_offset, side="left"))
-                before = max_ts[: min(holding, len(entries))]
-                if (len(before) and int(before.max()) >= entry_ts) or (
-                    holding < len(entries)
-                    and (int(max_ts[holding]) != entry_ts or not _holds(entries, holding, entry_offset))
+                holding = bisect.bisect_left(last, entry_offset)
+                if max(max_ts[:holding], default=-1) >= entry_ts or (
+                    holding < len(last) and (max_ts[holding] != entry_ts or not _holds(entries, holding, entry_offset))
                 ):
                     return _UNCONFIRMED
-                skips = holding >= len(entries)
+                skips = holding >= len(last)
             if largest:
-                if len(max_ts) and int(max_ts.max()) > best[0]:
-                    i = int(np.argmax(max_ts))
-                    best = (int(max_ts[i]), int(entries.last_offsets[i]))
+                top = max(max_ts, default=-1)
+                if top > best[0]:
+                    best = (top, last[max_ts.index(top)])
                 continue
             found = self._first_record_at(chunk, target, start_offset)
             if found is not None:
