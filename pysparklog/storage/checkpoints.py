@@ -13,7 +13,9 @@ Checkpoint files (``CheckpointFile.java``)::
     version: 0\\ntopic_id: <22-char base64url Uuid>        (no trailing newline)
 
 Every write goes to a temporary file that is fsynced and renamed over the old one, so a crash leaves
-the old or the new content, never a mix.
+the old or the new content, never a mix. Every reader refuses a file it cannot parse with
+``CorruptRecordError`` naming it (bytes that are not UTF-8, a wrong header, count or entry); what
+the storage engine does then is in ``docs/guarantees.md`` ("What recovery does").
 """
 
 from __future__ import annotations
@@ -52,12 +54,29 @@ def write_atomically(path: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def _read_text(path: str) -> str | None:
+    """The file's text; None when it is absent.
+
+    Raises:
+        CorruptRecordError: The bytes are not UTF-8.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CorruptRecordError(
+            f"bytes that are not UTF-8 text ({error.reason})", file=path, position=error.start
+        ) from None
+
+
 def _read_lines(path: str) -> list[list[str]] | None:
     """The entry lines of a checkpoint file split on whitespace; None when the file is absent or empty."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+    text = _read_text(path)
+    if text is None:
         return None
     lines = text.split("\n")
     if not text.strip():
@@ -79,16 +98,27 @@ def _format(entries: list[str]) -> bytes:
     return f"{CHECKPOINT_VERSION}\n{len(entries)}\n{''.join(e + chr(10) for e in entries)}".encode()
 
 
+def _integers(path: str, fields: list[str], what: str) -> list[int]:
+    """The fields as integers, or CorruptRecordError naming the entry and the form ``what`` expected."""
+    try:
+        return [int(field) for field in fields]
+    except ValueError:
+        raise CorruptRecordError(f"checkpoint entry {' '.join(fields)!r} is not '{what}'", file=path) from None
+
+
 def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    """``{(topic, partition): offset}`` from a log-dir level checkpoint file; empty when absent."""
-    entries = _read_lines(path) or []
+    """``{(topic, partition): offset}`` from a log-dir level checkpoint file; empty when absent.
+
+    Raises:
+        CorruptRecordError: The file is not a checkpoint of that form.
+    """
     result = {}
-    for fields in entries:
+    for fields in _read_lines(path) or []:
+        what = "<topic> <partition> <offset>"
         if len(fields) != 3:
-            raise CorruptRecordError(
-                f"checkpoint entry {' '.join(fields)!r} is not '<topic> <partition> <offset>'", file=path
-            )
-        result[(fields[0], int(fields[1]))] = int(fields[2])
+            raise CorruptRecordError(f"checkpoint entry {' '.join(fields)!r} is not '{what}'", file=path)
+        partition, offset = _integers(path, fields[1:], what)
+        result[(fields[0], partition)] = offset
     return result
 
 
@@ -97,8 +127,19 @@ def write_offset_checkpoint(path: str, offsets: Mapping[tuple[str, int], int]) -
 
 
 def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
-    """``[(epoch, start offset)]`` of a partition's ``leader-epoch-checkpoint``; empty when absent."""
-    return [(int(e), int(o)) for e, o in (_read_lines(path) or [])]
+    """``[(epoch, start offset)]`` of a partition's ``leader-epoch-checkpoint``; empty when absent.
+
+    Raises:
+        CorruptRecordError: The file is not a checkpoint of that form.
+    """
+    entries = []
+    for fields in _read_lines(path) or []:
+        what = "<epoch> <start offset>"
+        if len(fields) != 2:
+            raise CorruptRecordError(f"checkpoint entry {' '.join(fields)!r} is not '{what}'", file=path)
+        epoch, start = _integers(path, fields, what)
+        entries.append((epoch, start))
+    return entries
 
 
 def write_leader_epoch_checkpoint(path: str, entries: list[tuple[int, int]]) -> None:
@@ -116,11 +157,13 @@ def new_topic_id() -> str:
 
 
 def read_partition_metadata(path: str) -> str | None:
-    """The topic id in ``partition.metadata``, or None when the file is absent."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+    """The topic id in ``partition.metadata``, or None when the file is absent.
+
+    Raises:
+        CorruptRecordError: The file is not of that form.
+    """
+    text = _read_text(path)
+    if text is None:
         return None
     fields = dict(line.split(": ", 1) for line in text.split("\n") if ": " in line)
     if fields.get("version") != str(PARTITION_METADATA_VERSION) or "topic_id" not in fields:

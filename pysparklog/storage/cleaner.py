@@ -33,8 +33,9 @@ starting from the beginning rebuilds the latest state. The rules are Kafka's (``
 * **Legacy (magic 0/1) entries** are kept as they are: only a broker older than 0.11 wrote them.
 
 Cleaned segments are written beside the originals as ``<base>.log.cleaned`` (with ``.index.cleaned``,
-``.timeindex.cleaned`` and, when it has entries, ``.txnindex.cleaned``, rewritten as Kafka's cleaner
-does: the group's aborted transactions that still have a batch), grouped so each stays within
+``.timeindex.cleaned`` and ``.txnindex.cleaned``, rewritten as Kafka's cleaner does: the group's
+aborted transactions that still have a batch, read from ``.txnindex`` files rebuilt first when lost or
+damaged), grouped so each stays within
 ``segment.bytes`` and the index limits, fsynced, given the modification time of the last segment they
 replace, and swapped in by
 ``PartitionLog.replace_segments`` (crash-safe, under the write lock). Appends and reads go on
@@ -644,8 +645,8 @@ class _CleanedSegment:
 
     def finish(self, last_modified_ms: int, aborted: list[AbortedTxn]) -> None:
         """Trim-state indexes with the final time-index entry (``onBecomeInactiveSegment``), the
-        ``.txnindex`` when ``aborted`` has entries, everything fsynced, and the modification time of
-        the last replaced segment, which time retention reads."""
+        ``.txnindex`` (empty when ``aborted`` is: every segment pysparklog writes has one), everything
+        fsynced, and the modification time of the last replaced segment, which time retention reads."""
         build = self._build
         build.maybe_append_time_entry()
         self._file.flush()
@@ -654,9 +655,8 @@ class _CleanedSegment:
         files = [
             (self.paths[1], OffsetIndex.encode(build.base_offset, build.offsets, build.positions)),
             (self.paths[2], TimeIndex.encode(build.base_offset, build.time_stamps, build.time_offsets)),
+            (self.txn_index_path, encode_aborted(aborted)),
         ]
-        if aborted:
-            files.append((self.txn_index_path, encode_aborted(aborted)))
         for path, data in files:
             with open(path, "wb") as f:
                 f.write(data)
@@ -717,7 +717,7 @@ def _kept_aborted_txns(log: PartitionLog, group: list[SegmentInfo], transactions
     a transaction whose batches are all gone needs no entry, and its marker may go."""
     kept: list[AbortedTxn] = []
     for info in group:
-        index = log.segment(info.base_offset).transaction_index()
+        index = log.transaction_index(info.base_offset)
         kept += entries_of(index, ~transactions.is_discardable_marker(index.last_offsets))
     return kept
 

@@ -61,6 +61,11 @@ def _read_entries(path: str, dtype: np.dtype) -> tuple[np.ndarray, int]:
     return np.frombuffer(raw[:whole], dtype=dtype), len(raw)
 
 
+def _increasing(values: np.ndarray) -> bool:
+    """Whether ``values`` strictly increase (comparisons of slices: indexes are checked on every load)."""
+    return bool((values[1:] > values[:-1]).all())
+
+
 def _trim_preallocated(relative_offsets: np.ndarray) -> int:
     """Entries before the first zero relative offset that is not entry 0."""
     zeros = np.flatnonzero(relative_offsets[1:] == 0)
@@ -96,16 +101,18 @@ class OffsetIndex:
             return self.base_offset, 0
         return int(self.offsets[i]), int(self.positions[i])
 
-    def is_consistent(self, log_size: int) -> bool:
-        """Kafka's sanity rules: strictly increasing offsets and positions, all inside the log."""
+    def is_consistent(self, log_size: int, end_offset: int | None = None) -> bool:
+        """Kafka's sanity rules: strictly increasing offsets and positions, all inside the log; and,
+        when the segment's end offset (one past its last offset) is known, offsets below it."""
         if len(self) == 0:
             return True
         return bool(
             (self.offsets[0] >= self.base_offset)
-            and np.all(np.diff(self.offsets) > 0)
-            and np.all(np.diff(self.positions) > 0)
+            and _increasing(self.offsets)
+            and _increasing(self.positions)
             and self.positions[0] >= 0
             and self.positions[-1] < log_size
+            and (end_offset is None or self.offsets[-1] < end_offset)
         )
 
     @staticmethod
@@ -185,13 +192,18 @@ class TimeIndex:
             return -1, self.base_offset
         return int(self.timestamps[i]), int(self.offsets[i])
 
-    def is_consistent(self) -> bool:
+    def is_consistent(self, end_offset: int | None = None, max_timestamp: int | None = None) -> bool:
+        """Strictly increasing timestamps, offsets that do not decrease and start at the base; and, when
+        the segment's end offset and largest timestamp are known, offsets below the one and timestamps
+        up to the other."""
         if len(self) == 0:
             return True
         return bool(
-            np.all(np.diff(self.timestamps) > 0)
-            and np.all(np.diff(self.offsets) >= 0)
+            _increasing(self.timestamps)
+            and (self.offsets[1:] >= self.offsets[:-1]).all()
             and self.offsets[0] >= self.base_offset
+            and (end_offset is None or self.offsets[-1] < end_offset)
+            and (max_timestamp is None or self.timestamps[-1] <= max_timestamp)
         )
 
     @staticmethod
@@ -267,3 +279,18 @@ class TransactionIndex:
 
     def __len__(self) -> int:
         return len(self.versions)
+
+    def is_consistent(self, base_offset: int, end_offset: int | None = None) -> bool:
+        """Whether the entries can be the ABORT markers of a segment at ``base_offset``, in log order:
+        version 0, markers at or past the base (and below ``end_offset`` when given) in increasing
+        order, each after its transaction's first offset (Kafka's ``sanityCheck`` checks the base)."""
+        if len(self) == 0:
+            return True
+        last = self.last_offsets
+        return bool(
+            (self.versions == ABORTED_TXN_VERSION).all()
+            and last[0] >= base_offset
+            and (end_offset is None or last[-1] < end_offset)
+            and _increasing(last)
+            and ((self.first_offsets >= 0) & (self.first_offsets < last)).all()
+        )

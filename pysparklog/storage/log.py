@@ -2,14 +2,14 @@
 by any number of processes at once.
 
 Appends are serialised by an exclusive lock on the partition's ``pysparklog.state`` file, which
-also holds the state of the last acknowledged append (a fixed 106-byte record, below). Readers
+also holds the state of the last acknowledged append (a fixed 114-byte record, below). Readers
 take the lock shared for a moment to read that record and never look past the acknowledged size,
 so a batch being written is never seen half-written.
 
 ``pysparklog.state`` (pysparklog's own file; Kafka ignores it), big-endian::
 
     0  magic                  4 bytes  "PSLG"
-    4  version                int16    1
+    4  version                int16    2
     6  boot id                16 bytes the kernel boot id of the last writer's machine
     22 active segment base    int64
     30 active segment size    int64    acknowledged bytes of its .log
@@ -21,11 +21,13 @@ so a batch being written is never seen half-written.
     78 last flush time        int64    milliseconds
     86 segments generation    int64    bumped whenever segments are added, retired or swapped
     94 first unstable offset  int64    the first offset of the earliest open transaction, -1 when none
-    102 crc                   uint32   CRC-32C of bytes [0, 102)
+    102 txn indexes from      int64    every segment whose base is at or above it has a .txnindex; -1: unknown
+    110 crc                   uint32   CRC-32C of bytes [0, 110)
 
-Version 0 (an older pysparklog) ends at the segments generation, its CRC at 94. It is still read;
-its first unstable offset is then unknown, derived from the producer state until the next writer
-records it.
+Versions 0 and 1 (an older pysparklog) end at the segments generation and at the first unstable
+offset, their CRCs at 94 and 102. They are still read: a version 0 record's first unstable offset
+is then unknown, derived from the producer state until the next writer records it, and the next
+writer of either rebuilds the active segment's indexes and records where ``.txnindex`` files start.
 
 The first unstable offset is there so that readers know the last stable offset (where read_committed
 reads stop) of every process's appends without replaying producer state: the writer derives it from
@@ -33,6 +35,14 @@ the producer state it keeps for idempotence, and only an append holding transact
 batches (or a roll, which snapshots that state) changes it. Aborted transactions go to the
 ``.txnindex`` of the segment holding their ABORT marker (``transaction_index``), written after the
 marker and before the state record acknowledges it; recovery rebuilds the file from the log.
+
+Kafka creates a ``.txnindex`` with its first entry, so a missing file means "nothing aborted here" or
+"lost", which read_committed readers must tell apart: every segment pysparklog creates or recovers
+gets one, empty until a transaction is aborted in it, and the state record says from which segment on
+that holds ("txn indexes from"). A missing file there, or a damaged one anywhere, is rebuilt from the
+segment's control batches and the producer state at its base before a read_committed answer uses it
+(``PartitionLog._rebuild_transaction_indexes``). Below that segment (a broker's segments, an older
+pysparklog's), a missing file means none, as in Kafka.
 
 A writer that finds bytes past the acknowledged size (a writer died mid-append) validates them as
 Kafka's recovery does and truncates at the first invalid batch. A boot id other than the machine's
@@ -44,6 +54,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 import os
 import random
 import re
@@ -52,6 +63,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import crc32c as _crc32c
 import numpy as np
@@ -64,10 +76,19 @@ from pysparklog.errors import (
     InvalidOffsetError,
     InvalidTimestampError,
     OffsetOutOfRangeError,
+    PySparkLogError,
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
-from pysparklog.storage.index import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE, OffsetIndex, TimeIndex, max_entries
+from pysparklog.storage.index import (
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    TXN_INDEX_ENTRY_SIZE,
+    OffsetIndex,
+    TimeIndex,
+    TransactionIndex,
+    max_entries,
+)
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.producer_state import (
     NO_TXN_FIRST_OFFSET,
@@ -99,6 +120,7 @@ from pysparklog.storage.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    IndexBuild,
     LogSegment,
     filename_prefix,
     parse_segment_name,
@@ -126,15 +148,22 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 # The state record of the module docstring: magic, version, boot id, then int64 fields up to the segments
-# generation (version 0), and the first unstable offset (version 1); a CRC-32C follows either.
+# generation (version 0), the first unstable offset (version 1) and where .txnindex files start (version 2);
+# a CRC-32C follows each.
 _STATE_V0 = struct.Struct(">4sh16sqqqqqqqqq")
-_STATE = struct.Struct(">4sh16sqqqqqqqqqq")
+_STATE_V1 = struct.Struct(">4sh16sqqqqqqqqqq")
+_STATE = struct.Struct(">4sh16sqqqqqqqqqqq")
 _STATE_MAGIC = b"PSLG"
-_STATE_VERSION = 1
-_STATE_LAYOUTS = {0: _STATE_V0, _STATE_VERSION: _STATE}
+_STATE_VERSION = 2
+_STATE_LAYOUTS = {0: _STATE_V0, 1: _STATE_V1, _STATE_VERSION: _STATE}
 #: The first unstable offset of a state record that does not hold it (version 0), or of a log without one.
 UNKNOWN_FIRST_UNSTABLE_OFFSET = -2
+#: Where ``.txnindex`` files start when no state record says it (before version 2, or a broker's log):
+#: a missing file then means that nothing was aborted in the segment, as in Kafka.
+UNKNOWN_TXN_INDEXES_FROM = -1
 _MAX_VIEW_RETRIES = 20
+_T = TypeVar("_T")
+_log = logging.getLogger(__name__)
 _TOPIC_PARTITION = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
 
@@ -180,6 +209,7 @@ class LogState:
     segments_generation: int = 0
     boot_id: bytes = BOOT_ID
     first_unstable_offset: int = NO_TXN_FIRST_OFFSET  # UNKNOWN_FIRST_UNSTABLE_OFFSET from a version 0 record
+    txn_indexes_from: int = UNKNOWN_TXN_INDEXES_FROM  # every segment from this base on has a .txnindex
 
     def encode(self) -> bytes:
         body = _STATE.pack(
@@ -196,6 +226,7 @@ class LogState:
             self.last_flush_ms,
             self.segments_generation,
             self.first_unstable_offset,
+            self.txn_indexes_from,
         )
         return body + struct.pack(">I", _crc32c.crc32c(body))
 
@@ -213,6 +244,8 @@ class LogState:
             return None
         if version == 0:
             values.append(UNKNOWN_FIRST_UNSTABLE_OFFSET)
+        if version <= 1:
+            values.append(UNKNOWN_TXN_INDEXES_FROM)
         (
             active_base,
             active_size,
@@ -224,6 +257,7 @@ class LogState:
             flushed,
             generation,
             first_unstable,
+            txn_indexes_from,
         ) = values
         return cls(
             active_base,
@@ -237,6 +271,7 @@ class LogState:
             generation,
             boot,
             first_unstable,
+            txn_indexes_from,
         )
 
 
@@ -286,7 +321,8 @@ class LogView:
     """A consistent view for readers: the segments and how far each may be read.
 
     ``first_unstable_offset`` is the first offset of the earliest open transaction (-1 when none is
-    open, ``UNKNOWN_FIRST_UNSTABLE_OFFSET`` when no state record holds it: a broker's log).
+    open, ``UNKNOWN_FIRST_UNSTABLE_OFFSET`` when no state record holds it: a broker's log);
+    ``txn_indexes_from`` the base from which every segment has a ``.txnindex`` (``LogState``).
     """
 
     segment_bases: tuple[int, ...]
@@ -294,6 +330,7 @@ class LogView:
     log_start_offset: int
     log_end_offset: int
     first_unstable_offset: int
+    txn_indexes_from: int = UNKNOWN_TXN_INDEXES_FROM
 
     def end_of(self, base: int, segment: LogSegment) -> int:
         return self.active_size if base == self.segment_bases[-1] else segment.size()
@@ -312,10 +349,28 @@ class _ActiveSegment:
     first_batch_max_ts: int  # Kafka's rollingBasedTimestamp, -1 when unknown
     created_ms: int
     roll_jitter_ms: int  # Kafka's per-segment random reduction of segment.ms
+    indexes_valid: bool  # the indexes, .txnindex included, passed the sanity checks when loaded
+    txn_index_entries: int
     # Index entries of batches not yet written, written right after their batches.
     pending_index: list[tuple[int, int]] = field(default_factory=list)
     pending_time_index: list[tuple[int, int]] = field(default_factory=list)
     pending_txn_index: list[AbortedTxn] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batches:
+    """Complete batches to append: ``entries`` found in ``buf``."""
+
+    buf: np.ndarray
+    entries: EntryTable
+
+
+def _joined(pieces: Sequence[_Batches]) -> _Batches:
+    """The batches of ``pieces`` in one buffer (the producer-state check walks one)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    buf = np.concatenate([piece.buf for piece in pieces])
+    return _Batches(buf, scan(buf))
 
 
 @dataclass(slots=True)
@@ -448,7 +503,12 @@ class PartitionLog:
             if bases and bases[-1] == state.active_base:
                 log_start = max(state.log_start_offset, bases[0])
                 return LogView(
-                    tuple(bases), state.active_size, log_start, state.log_end_offset, state.first_unstable_offset
+                    tuple(bases),
+                    state.active_size,
+                    log_start,
+                    state.log_end_offset,
+                    state.first_unstable_offset,
+                    state.txn_indexes_from,
                 )
         # Written by a broker or never appended to by pysparklog: derive the view from the files.
         return self._view_from_files()
@@ -459,18 +519,9 @@ class PartitionLog:
             return LogView((), 0, 0, 0, NO_TXN_FIRST_OFFSET)
         last = self.segment(bases[-1])
         size = last.size()
-        end_offset = self._end_offset_of(last, size)
+        end_offset = last.end_offset(size)
         start = self._checkpointed_log_start(bases[0])
         return LogView(tuple(bases), size, start, end_offset, UNKNOWN_FIRST_UNSTABLE_OFFSET)
-
-    def _end_offset_of(self, segment: LogSegment, size: int) -> int:
-        """One past the last complete entry's last offset; the base when the segment has none."""
-        index = segment.offset_index()
-        position = index.positions[-1] if len(index) and index.is_consistent(size) else 0
-        last = segment.base_offset - 1
-        for chunk in segment.chunks(int(position), size, verify_crc=False):
-            last = int(chunk.entries.last_offsets[-1])
-        return last + 1
 
     def _checkpointed_log_start(self, first_base: int) -> int:
         path = os.path.join(self.checkpoint_dir, checkpoints.LOG_START_OFFSET_CHECKPOINT)
@@ -516,27 +567,98 @@ class PartitionLog:
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """The aborted transactions with records in [``start_offset``, ``end_offset``), what a broker
         returns with a read_committed fetch of that range, for readers that skip aborted records
-        themselves (``read_arrow`` with ``isolation_level="read_committed"`` does)."""
-        self._finish_swap()
-        with self._lock.shared() as fd:
+        themselves (``read_arrow`` with ``isolation_level="read_committed"`` does).
+
+        Raises:
+            InvalidOffsetError: An offset is not an integer.
+        """
+        start_offset = _integer_argument("start_offset", start_offset, "an offset (integer)")
+        end_offset = _integer_argument("end_offset", end_offset, "an offset (integer)")
+
+        def collect(fd: int | None) -> tuple[list[AbortedTxn], list[int]]:
             view = self._locked_view(fd)
             return self._aborted_in(view, start_offset, min(end_offset, view.log_end_offset))
 
-    def _aborted_in(self, view: LogView, start: int, upper: int) -> list[AbortedTxn]:
+        return self._with_transaction_indexes(collect)
+
+    def _aborted_in(self, view: LogView, start: int, upper: int) -> tuple[list[AbortedTxn], list[int]]:
         """Kafka's ``collectAbortedTransactions`` over the ``.txnindex`` files of ``view``, from the
         segment holding ``start`` on until an entry proves later ones cannot overlap.
 
         A transaction's entry sits in the segment of its marker, which may come after the range. The
         caller holds the state record's lock shared, so no segment of the view is retired or swapped
         while its file is read.
+
+        Returns:
+            The aborted transactions, and the bases of the segments searched whose ``.txnindex`` is lost
+            or damaged (``_checked_txn_index``): the transactions are incomplete until those are rebuilt.
         """
         found: list[AbortedTxn] = []
+        damaged: list[int] = []
         if upper <= start or not view.segment_bases:
-            return found
-        for base in view.segment_bases[self._segment_for(view, start) :]:
-            if collect_aborted(self.segment(base).transaction_index(), start, upper, view.log_end_offset, found):
+            return found, damaged
+        for i in range(self._segment_for(view, start), len(view.segment_bases)):
+            index = self._checked_txn_index(view, i)
+            if index is None:
+                damaged.append(view.segment_bases[i])
+            elif collect_aborted(index, start, upper, view.log_end_offset, found):
                 break
-        return found
+        return found, damaged
+
+    def transaction_index(self, base: int) -> TransactionIndex:
+        """The ``.txnindex`` entries of segment ``base``, rebuilt first when lost or damaged.
+
+        Raises:
+            InvalidOffsetError: The partition has no segment at ``base`` (retention retired it).
+        """
+
+        def read(fd: int | None) -> tuple[TransactionIndex | None, list[int]]:
+            view = self._locked_view(fd)
+            if base not in view.segment_bases:
+                raise InvalidOffsetError(f"{self.topic}-{self.partition} has no segment at offset {base}")
+            index = self._checked_txn_index(view, view.segment_bases.index(base))
+            return index, [] if index is not None else [base]
+
+        index = self._with_transaction_indexes(read)
+        assert index is not None
+        return index
+
+    def _checked_txn_index(self, view: LogView, i: int) -> TransactionIndex | None:
+        """The ``.txnindex`` of segment ``i`` of ``view``, None when it must be rebuilt: lost (the segment
+        is at or past where the state record says every segment has one) or damaged."""
+        base = view.segment_bases[i]
+        required = 0 <= view.txn_indexes_from <= base
+        end_offset = view.segment_bases[i + 1] if i + 1 < len(view.segment_bases) else None
+        return self.segment(base).checked_transaction_index(required=required, end_offset=end_offset)
+
+    def _with_transaction_indexes(self, read: Callable[[int | None], tuple[_T, list[int]]]) -> _T:
+        """``read(fd)`` under the state record's lock held shared; when it found ``.txnindex`` files lost
+        or damaged (the bases it returns), they are rebuilt under the write lock and it runs again."""
+        for _attempt in range(_MAX_VIEW_RETRIES):
+            self._finish_swap()
+            with self._lock.shared() as fd:
+                result, damaged = read(fd)
+            if not damaged:
+                return result
+            self._rebuild_transaction_indexes(damaged)
+        raise CorruptRecordError(f"the .txnindex files of {self.directory} could not be rebuilt")
+
+    def _rebuild_transaction_indexes(self, bases: Sequence[int]) -> None:
+        """Rebuild the ``.txnindex`` of each segment of ``bases`` that is still lost or damaged, as
+        recovery does: the producer state at the segment's base (from the last snapshot, replayed
+        forward) replayed through its batches gives each aborted transaction's entry. Under the write
+        lock, so that no append, roll, retention or compaction runs meanwhile."""
+        with self._write_mutex, self._lock.exclusive() as fd:
+            view = self._locked_view(fd)
+            segment_bases = list(view.segment_bases)
+            for i, base in enumerate(segment_bases):
+                if base not in bases or self._checked_txn_index(view, i) is not None:
+                    continue
+                segment = self.segment(base)
+                producers = self._producers.load(segment_bases, segment_bases[-1], view.active_size, base)
+                open_txns = OpenTransactions.of(producers)
+                end = view.end_of(base, segment)
+                segment.write_txn_index(replay_segment(producers, segment, 0, end, 0, LONG_MAX, open_txns))
 
     def segments(self) -> list[LogSegment]:
         return [self.segment(b) for b in self.view().segment_bases]
@@ -572,25 +694,52 @@ class PartitionLog:
         transactions (the batches the aborted transactions overlapping the range cover, found from
         the ``.txnindex`` files as a broker's fetch finds them, are dropped before decoding).
 
+        The arguments are checked when this is called, the offsets against the log when the first
+        batch is asked for.
+
         Raises:
             OffsetOutOfRangeError: ``start_offset`` is below the log start or above the log end.
+            InvalidOffsetError: An offset is not an integer, or ``end_offset`` is below ``start_offset``.
             CorruptRecordError: A checksum or record is invalid; the error names file and position.
-            InvalidConfigError: ``isolation_level`` is neither ``"read_uncommitted"`` nor ``"read_committed"``.
+            InvalidConfigError: ``isolation_level`` is neither ``"read_uncommitted"`` nor ``"read_committed"``,
+                ``max_chunk_bytes`` is not an integer from 1 to 2147483647, or ``include_headers`` not a bool.
         """
         committed = is_read_committed(isolation_level)
-        self._finish_swap()
-        with self._lock.shared() as fd:
+        start_offset = _optional_offset("start_offset", start_offset, "None (the log start)")
+        end_offset = _optional_offset("end_offset", end_offset, "None (the log end)")
+        if not isinstance(include_headers, bool):
+            raise InvalidConfigError(f"include_headers {include_headers!r} is not valid; accepted: True or False")
+        max_chunk_bytes = _integer_argument(
+            "max_chunk_bytes", max_chunk_bytes, f"an integer from 1 to {INT_MAX}", InvalidConfigError
+        )
+        if not 1 <= max_chunk_bytes <= INT_MAX:
+            raise InvalidConfigError(f"max_chunk_bytes {max_chunk_bytes} is not valid; accepted: 1 to {INT_MAX}")
+        return self._read_arrow(start_offset, end_offset, include_headers, max_chunk_bytes, committed)
+
+    def _read_arrow(
+        self,
+        start_offset: int | None,
+        end_offset: int | None,
+        include_headers: bool,
+        max_chunk_bytes: int,
+        committed: bool,
+    ) -> Iterator[pa.RecordBatch]:
+        """``read_arrow`` once its arguments are checked."""
+
+        def plan(fd: int | None) -> tuple[tuple[LogView, int, int, AbortedBatches | None], list[int]]:
             view = self._locked_view(fd)
             start = view.log_start_offset if start_offset is None else start_offset
             self._check_range(view, start)
             end = view.log_end_offset if end_offset is None else min(end_offset, view.log_end_offset)
             if end_offset is not None and end_offset < start:
                 raise InvalidOffsetError(f"end offset {end_offset} is below start offset {start}")
-            aborted = None
-            if committed:
-                end = min(end, self._last_stable(view))
-                txns = self._aborted_in(view, start, end)
-                aborted = AbortedBatches(txns) if txns else None
+            if not committed:
+                return (view, start, end, None), []
+            end = min(end, self._last_stable(view))
+            txns, damaged = self._aborted_in(view, start, end)
+            return (view, start, end, AbortedBatches(txns) if txns else None), damaged
+
+        view, start, end, aborted = self._with_transaction_indexes(plan)
         position = start
         if position >= end:
             return
@@ -658,8 +807,15 @@ class PartitionLog:
         """Kafka's ListOffsets for one partition: (offset, timestamp), or None when nothing qualifies.
 
         ``-2`` is the log start offset, ``-1`` the log end offset, ``-3`` the offset of the batch with
-        the largest timestamp; any other value finds the first record whose timestamp is at least it.
+        the largest timestamp; any other value finds the first record whose timestamp is at least it,
+        in the first segment whose largest timestamp reaches it, as Kafka searches: a segment without
+        record timestamps (an empty one, as compaction can leave) counts its file's modification time,
+        and when the segment found holds no such record there is no answer.
+
+        Raises:
+            InvalidOffsetError: ``timestamp`` is not an integer, or negative other than -1, -2 and -3.
         """
+        timestamp = _integer_argument("timestamp", timestamp, _TIMESTAMP_ARGUMENTS)
         view = self.view()
         if timestamp == EARLIEST_TIMESTAMP:
             return view.log_start_offset, -1
@@ -674,14 +830,17 @@ class PartitionLog:
                     best = (offset, ts)
             return best
         if timestamp < 0:
-            raise InvalidOffsetError(
-                f"timestamp {timestamp} is not valid; accepted: -2 (earliest), -1 (latest), -3 (max timestamp) "
-                "or milliseconds since the epoch"
-            )
+            raise InvalidOffsetError(f"timestamp {timestamp} is not valid; accepted: {_TIMESTAMP_ARGUMENTS}")
+        # Kafka's UnifiedLog.fetchOffsetByTimestamp: the first segment whose largest timestamp reaches the
+        # target answers, even with none; a segment without a record timestamp (empty, as compaction may
+        # leave one) counts its file's modification time (LogSegment.largestTimestamp).
         for base in view.segment_bases:
             seg = self.segment(base)
             end = view.end_of(base, seg)
-            if seg.largest_timestamp(end)[0] >= timestamp:
+            largest = seg.largest_timestamp(end)[0]
+            if largest < 0:
+                largest = int(os.path.getmtime(seg.log_path) * 1000)
+            if largest >= timestamp:
                 return seg.find_offset_by_timestamp(timestamp, view.log_start_offset, end)
         return None
 
@@ -690,14 +849,23 @@ class PartitionLog:
     def append_arrow(self, data: pa.Table | pa.RecordBatch, settings: BatchSettings | None = None) -> AppendInfo:
         """Encode Arrow rows (``value``, optional ``key``, ``timestamp``, ``headers``) and append them.
 
+        One call is one append, whatever the table's chunks: everything is encoded and checked first,
+        then written under one hold of the lock, so its offsets are contiguous and nothing is written
+        when a check fails.
+
         Returns:
             The offsets of everything appended by this call.
+
+        Raises:
+            InvalidConfigError: ``data`` is not an Arrow table or record batch, ``settings`` not a
+                ``BatchSettings``, a column is missing or of a type the encoder does not take, or a batch
+                is larger than ``max.message.bytes``.
         """
-        infos = [self.append(encoded) for encoded in encode_arrow(data, settings)]
-        if not infos:
-            end = self.log_end_offset
-            return AppendInfo(end, end - 1, 0, -1, -1)
-        return AppendInfo.spanning(infos)
+        if not isinstance(data, pa.Table | pa.RecordBatch):
+            raise InvalidConfigError(f"cannot append {type(data).__name__}; accepted: a pyarrow Table or RecordBatch")
+        if settings is not None and not isinstance(settings, BatchSettings):
+            raise InvalidConfigError(f"settings {settings!r} is not valid; accepted: a BatchSettings or None")
+        return self._append_all([self._checked(encoded) for encoded in encode_arrow(data, settings)])
 
     def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:
         """Append complete v2 record batches, assigning offsets from the log end as a broker does.
@@ -716,24 +884,29 @@ class PartitionLog:
 
         Raises:
             CorruptRecordError: A batch's checksum is wrong or it is not a complete v2 batch.
-            InvalidConfigError: A batch is larger than ``max.message.bytes``.
+            InvalidConfigError: A batch is larger than ``max.message.bytes``, or ``batches`` is not bytes.
             OutOfOrderSequenceError: An idempotent batch does not follow its producer's last batch.
             ProducerFencedError: An idempotent batch comes from an older epoch of its producer.
         """
+        return self._append_all([self._checked(batches)])
+
+    def _checked(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> _Batches:
+        """The batches of one piece of an append, checked as far as they can be without the lock."""
         if isinstance(batches, EncodedBatches):
             buf = batches.data
             entries = scan(buf)
-        else:
+        elif isinstance(batches, bytes | bytearray | memoryview):
             buf = np.frombuffer(bytearray(batches), dtype=np.uint8)
             entries = scan(buf, file="<append>")
             verify_crcs(buf, entries, file="<append>")
+        else:
+            raise InvalidConfigError(
+                f"cannot append {type(batches).__name__}; accepted: EncodedBatches, bytes, bytearray or memoryview"
+            )
         if entries.incomplete_tail or entries.stop_position != len(buf):
             raise CorruptRecordError(
                 "appended bytes end inside a record batch", file="<append>", position=entries.stop_position
             )
-        if len(entries) == 0:
-            end = self.log_end_offset
-            return AppendInfo(end, end - 1, 0, -1, -1)
         if (entries.magics != 2).any():
             raise CorruptRecordError("only magic 2 record batches can be appended", file="<append>")
         too_large = np.flatnonzero(entries.sizes > self.config.max_message_bytes)
@@ -742,29 +915,40 @@ class PartitionLog:
                 f"record batch of {int(entries.sizes[too_large[0]])} bytes exceeds max.message.bytes "
                 f"({self.config.max_message_bytes})"
             )
+        return _Batches(buf, entries)
+
+    def _append_all(self, pieces: Sequence[_Batches]) -> AppendInfo:
+        """Append checked pieces as one append: under one hold of the lock, in order, contiguous."""
+        pieces = [piece for piece in pieces if len(piece.entries)]
+        if not pieces:
+            end = self.log_end_offset
+            return AppendInfo(end, end - 1, 0, -1, -1)
         os.makedirs(self.directory, exist_ok=True)
         with self._write_mutex, self._lock.exclusive() as fd:
             active = self._sync_for_write(fd)
-            check = self._check_producers(active, buf, entries) if entries.has_producers else None
-            if check is not None and not check.keep.all():
-                entries = entries.select(check.keep)
-            self._check_timestamps(buf, entries)
-            if self._needs_recompression(entries):
-                buf, entries = self._recompress(buf, entries)
-            if check is None:
-                return self._append_locked(fd, active, buf, entries)
-            info = (
-                self._append_locked(fd, active, buf, entries, check.aborted, check.open_txns) if len(entries) else None
-            )
-            self._remember_producers(check)
-            repeated = check.max_timestamps[~check.keep]
-            return AppendInfo(
-                int(check.first_offsets[0]),
-                int(check.last_offsets[-1]),
-                int((check.last_offsets - check.first_offsets + 1).sum()),
-                info.log_append_time_ms if info is not None else -1,
-                max(info.max_timestamp if info is not None else -1, int(repeated.max()) if len(repeated) else -1),
-            )
+            if any(piece.entries.has_producers for piece in pieces):
+                return self._append_producer_batches(fd, active, _joined(pieces))
+            for piece in pieces:
+                self._check_timestamps(piece.buf, piece.entries)
+            return self._append_locked(fd, active, [self._maybe_recompressed(piece) for piece in pieces])
+
+    def _append_producer_batches(self, fd: int, active: _ActiveSegment, piece: _Batches) -> AppendInfo:
+        """Append batches some of which carry a producer id, checked against the producers' state."""
+        check = self._check_producers(active, piece.buf, piece.entries)
+        if not check.keep.all():
+            piece = _Batches(piece.buf, piece.entries.select(check.keep))
+        self._check_timestamps(piece.buf, piece.entries)
+        piece = self._maybe_recompressed(piece)
+        info = self._append_locked(fd, active, [piece], check.aborted, check.open_txns) if len(piece.entries) else None
+        self._remember_producers(check)
+        repeated = check.max_timestamps[~check.keep]
+        return AppendInfo(
+            int(check.first_offsets[0]),
+            int(check.last_offsets[-1]),
+            int((check.last_offsets - check.first_offsets + 1).sum()),
+            info.log_append_time_ms if info is not None else -1,
+            max(info.max_timestamp if info is not None else -1, int(repeated.max()) if len(repeated) else -1),
+        )
 
     # -- idempotent producers -----------------------------------------------------------------
 
@@ -792,7 +976,7 @@ class PartitionLog:
         else:
             bases = self._list_segments()
             producers, replayed_from = self._producers.load_replayed(
-                bases, state.active_base, state.active_size, state.log_end_offset
+                bases, state.active_base, state.active_size, state.log_end_offset, remove_unreadable=True
             )
             if state.log_end_offset - replayed_from >= SNAPSHOT_AFTER_REPLAY:
                 # The next process would replay it all again (every Spark task has a new producer): keep it.
@@ -890,12 +1074,15 @@ class PartitionLog:
                     f"message.timestamp.after.max.ms={after})"
                 )
 
-    def _needs_recompression(self, entries: EntryTable) -> bool:
+    def _maybe_recompressed(self, piece: _Batches) -> _Batches:
+        """The batches in the topic's ``compression.type``, rewritten only when some data batch is not."""
         target = self._config.compression_type
         if target == PRODUCER_COMPRESSION:
-            return False
-        data = ~entries.is_control
-        return bool((entries.codecs[data] != Codec.from_name(target)).any())
+            return piece
+        data = ~piece.entries.is_control
+        if not (piece.entries.codecs[data] != Codec.from_name(target)).any():
+            return piece
+        return _Batches(*self._recompress(piece.buf, piece.entries))
 
     def _recompress(self, buf: np.ndarray, entries: EntryTable) -> tuple[np.ndarray, EntryTable]:
         """Rewrite data batches in the topic's ``compression.type``, as a broker does, keeping each
@@ -933,12 +1120,12 @@ class PartitionLog:
         self,
         fd: int,
         active: _ActiveSegment,
-        buf: np.ndarray,
-        entries: EntryTable,
+        pieces: Sequence[_Batches],
         aborted: Sequence[AbortedTxn] = (),
         open_txns: OpenTransactions | None = None,
     ) -> AppendInfo:
-        """Write the batches (assigning offsets, rolling as Kafka rolls) and acknowledge them.
+        """Write the batches of ``pieces``, in order (assigning offsets, rolling as Kafka rolls), and
+        acknowledge them all at once.
 
         ``aborted`` are the ``.txnindex`` entries of the ABORT markers among the batches, each written
         to the segment its marker lands in; ``open_txns`` the open transactions once the batches are
@@ -946,43 +1133,46 @@ class PartitionLog:
         """
         now = int(time.time() * 1000)
         log_append = self._config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-        view = buf.data
         first_offset = active.state.log_end_offset
         next_offset = first_offset
         records = 0
         max_ts = -1
-        rows = entries.rows[:, [k.E_POSITION, k.E_SIZE, k.E_LAST_OFFSET_DELTA, k.E_MAX_TIMESTAMP, k.E_ATTRIBUTES]]
-        pending_start = None
-        pending_end = 0
         queued = 0  # of ``aborted``, the entries handed to their segment
-        for pos, size, last_delta, batch_max_ts, attributes in rows.tolist():
-            if log_append:
-                struct.pack_into(">h", view, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
-                struct.pack_into(">q", view, pos + MAX_TIMESTAMP_OFFSET, now)
-                crc = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
-                struct.pack_into(">I", view, pos + CRC_OFFSET, crc)
-                batch_max_ts = now
-            last_offset = next_offset + last_delta
-            if self._should_roll(active, size, batch_max_ts, last_offset, now):
-                if aborted:
-                    queued = _queue_aborted(active, aborted, queued, next_offset)
-                if pending_start is not None:
-                    self._write_pending(active, view[pending_start:pending_end])
-                    pending_start = None
-                active = self._roll(fd, active, next_offset, now)
-            struct.pack_into(">q", view, pos + BASE_OFFSET_OFFSET, next_offset)
-            struct.pack_into(">i", view, pos + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH)
-            self._index_batch(active, last_offset, batch_max_ts, size)
-            if pending_start is None:
-                pending_start = pos
-            pending_end = pos + size
-            records += last_delta + 1
-            max_ts = max(max_ts, batch_max_ts)
-            next_offset = last_offset + 1
-        if aborted:
-            _queue_aborted(active, aborted, queued, next_offset)
-        if pending_start is not None:
-            self._write_pending(active, view[pending_start:pending_end])
+        for piece in pieces:
+            view = piece.buf.data
+            rows = piece.entries.rows[
+                :, [k.E_POSITION, k.E_SIZE, k.E_LAST_OFFSET_DELTA, k.E_MAX_TIMESTAMP, k.E_ATTRIBUTES]
+            ]
+            pending_start = None
+            pending_end = 0
+            for pos, size, last_delta, batch_max_ts, attributes in rows.tolist():
+                if log_append:
+                    struct.pack_into(">h", view, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+                    struct.pack_into(">q", view, pos + MAX_TIMESTAMP_OFFSET, now)
+                    crc = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
+                    struct.pack_into(">I", view, pos + CRC_OFFSET, crc)
+                    batch_max_ts = now
+                last_offset = next_offset + last_delta
+                if self._should_roll(active, size, batch_max_ts, last_offset, now):
+                    if aborted:
+                        queued = _queue_aborted(active, aborted, queued, next_offset)
+                    if pending_start is not None:
+                        self._write_pending(active, view[pending_start:pending_end])
+                        pending_start = None
+                    active = self._roll(fd, active, next_offset, now)
+                struct.pack_into(">q", view, pos + BASE_OFFSET_OFFSET, next_offset)
+                struct.pack_into(">i", view, pos + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH)
+                self._index_batch(active, last_offset, batch_max_ts, size)
+                if pending_start is None:
+                    pending_start = pos
+                pending_end = pos + size
+                records += last_delta + 1
+                max_ts = max(max_ts, batch_max_ts)
+                next_offset = last_offset + 1
+            if aborted:
+                queued = _queue_aborted(active, aborted, queued, next_offset)
+            if pending_start is not None:
+                self._write_pending(active, view[pending_start:pending_end])
         if open_txns is not None:
             active.state = replace(active.state, first_unstable_offset=open_txns.first_unstable_offset())
         self._maybe_flush(fd, active, now)
@@ -1076,6 +1266,7 @@ class PartitionLog:
             active.pending_time_index.clear()
         if active.pending_txn_index:
             seg.append_txn_index(active.pending_txn_index)
+            active.txn_index_entries += len(active.pending_txn_index)
             active.pending_txn_index.clear()
 
     def _roll(self, fd: int, active: _ActiveSegment, new_base: int, now: int) -> _ActiveSegment:
@@ -1102,11 +1293,12 @@ class PartitionLog:
         )
         self._write_state(fd, state)
         self._write_checkpoints(state)
-        return _ActiveSegment(state, segment, 0, 0, 0, -1, -1, now, self._jitter(new_base))
+        return _ActiveSegment(state, segment, 0, 0, 0, -1, -1, now, self._jitter(new_base), True, 0)
 
     def _create_segment(self, base: int) -> LogSegment:
+        """A new empty segment: its indexes, an empty ``.txnindex`` (see the module docstring), then its ``.log``."""
         segment = self.segment(base)
-        for path in (segment.log_path, segment.index_path, segment.time_index_path):
+        for path in (segment.index_path, segment.time_index_path, segment.txn_index_path, segment.log_path):
             with open(path, "ab"):
                 pass
         if base not in self._bases:
@@ -1152,22 +1344,18 @@ class PartitionLog:
     # -- reconciling with the files -----------------------------------------------------------
 
     def _sync_for_write(self, fd: int) -> _ActiveSegment:
-        """Bring this process's view of the active segment up to date; repair a torn tail."""
+        """Bring this process's view of the active segment up to date, running Kafka's recovery for
+        whatever does not match the state record (``_reconciled``)."""
         self._config = self.config
         self._complete_pending_swap(fd)
         state = self._read_state(fd)
         active = self._active
-        if state is not None and state.boot_id == BOOT_ID:
-            if active is None or active.state != state:
-                active = self._load_active(state)
-            size = active.segment.size()
-            if size > state.active_size:
-                # A writer died after writing past the acknowledged size: keep what is valid, cut the rest.
-                active = self._recover(fd, state.recovery_point, only_active=True)
-            elif size < state.active_size:
-                active = self._recover(fd, state.recovery_point)
-        else:
+        if state is None or state.boot_id != BOOT_ID:
             active = self._recover(fd, None if state is None else state.recovery_point)
+        else:
+            if active is None or active.state != state:
+                active = self._loaded_active(state)
+            active = self._reconciled(fd, state, active)
         if active.state.first_unstable_offset == UNKNOWN_FIRST_UNSTABLE_OFFSET:
             # A version 0 record: derive the first unstable offset once and record it.
             unstable = self._producer_state(active).open_txns.first_unstable_offset()
@@ -1176,13 +1364,81 @@ class PartitionLog:
         self._active = active
         return active
 
-    def _load_active(self, state: LogState) -> _ActiveSegment:
-        if not self._bases or self._listed_generation != state.segments_generation:
-            self._list_segments()
+    def _reconciled(self, fd: int, state: LogState, active: _ActiveSegment | None) -> _ActiveSegment:
+        """The active segment once its files agree with the state record of this machine's boot.
+
+        - The record does not describe these files (``active`` is None: its segment is not the last
+          one or is gone, or does not end at its log end offset; a record copied from another
+          partition), or the segment is shorter than acknowledged (a machine crash lost data): full
+          recovery, from the checkpointed recovery point or the record's.
+        - Bytes past the acknowledged size (a writer died mid-append), or an index of the active
+          segment that is missing, damaged or not the size its entries make: the active segment is
+          revalidated and its indexes rebuilt.
+        """
+        if active is None:
+            return self._recover(fd, None)
+        try:
+            size = active.segment.size()
+        except FileNotFoundError:
+            return self._recover(fd, None)
+        if size < state.active_size:
+            return self._recover(fd, state.recovery_point)
+        if size > state.active_size or not self._indexes_unchanged(active):
+            return self._recover(fd, state.recovery_point, only_active=True)
+        return active
+
+    @staticmethod
+    def _indexes_unchanged(active: _ActiveSegment) -> bool:
+        """Whether the active segment's indexes were valid when loaded and are still exactly the entries
+        written since (a ``stat`` each: this runs at every append). The ``.txnindex`` is looked at only
+        when it holds entries: an empty one that is gone loses nothing (an abort creates the file again,
+        a reader rebuilds it). A state record that does not say where ``.txnindex`` files start (an
+        older pysparklog's) fails too: recovery records it."""
+        segment = active.segment
+        if not active.indexes_valid or active.state.txn_indexes_from == UNKNOWN_TXN_INDEXES_FROM:
+            return False
+        txn_index_bytes = active.txn_index_entries * TXN_INDEX_ENTRY_SIZE
+        try:
+            return (
+                os.path.getsize(segment.index_path) == active.index_entries * OFFSET_INDEX_ENTRY_SIZE
+                and os.path.getsize(segment.time_index_path) == active.time_index_entries * TIME_INDEX_ENTRY_SIZE
+                and (txn_index_bytes == 0 or os.path.getsize(segment.txn_index_path) == txn_index_bytes)
+            )
+        except FileNotFoundError:
+            return False
+
+    def _loaded_active(self, state: LogState) -> _ActiveSegment | None:
+        """The active segment the state record describes, or None when the record does not describe
+        the files: implausible values, a segment that is not the last one or is gone, or a segment that
+        does not end at the record's log end offset (found from the last offset-index entry)."""
+        if not (
+            0 <= state.active_base <= state.log_end_offset
+            and state.active_size >= 0
+            and 0 <= state.log_start_offset <= state.log_end_offset
+            and state.recovery_point <= state.log_end_offset
+            and UNKNOWN_FIRST_UNSTABLE_OFFSET <= state.first_unstable_offset <= state.log_end_offset
+        ):
+            return None
+        bases = self._bases
+        if not bases or self._listed_generation != state.segments_generation or bases[-1] != state.active_base:
+            bases = self._list_segments()
             self._listed_generation = state.segments_generation
+        if not bases or bases[-1] != state.active_base:
+            return None
+        try:
+            if self.segment(state.active_base).end_offset(state.active_size) != state.log_end_offset:
+                return None
+            return self._active_from(state)
+        except FileNotFoundError:
+            return None
+
+    def _active_from(self, state: LogState) -> _ActiveSegment:
+        """The writer's knowledge of the active segment of ``state``, read from its files."""
         segment = self.segment(state.active_base)
-        index = OffsetIndex.load(segment.index_path, segment.base_offset)
-        time_index = TimeIndex.load(segment.time_index_path, segment.base_offset)
+        index = segment.offset_index()
+        time_index = segment.time_index()
+        required = 0 <= state.txn_indexes_from <= state.active_base
+        txn_index = segment.checked_transaction_index(required=required, end_offset=None)
         first_ts = -1
         if state.active_size > 0:
             first = next(segment.chunks(0, state.active_size, max_bytes=4096, verify_crc=False), None)
@@ -1198,6 +1454,10 @@ class PartitionLog:
             first_ts,
             int(os.path.getctime(segment.log_path) * 1000),
             self._jitter(segment.base_offset),
+            index.is_consistent(state.active_size, state.log_end_offset)
+            and time_index.is_consistent(state.log_end_offset, state.max_timestamp)
+            and txn_index is not None,
+            len(txn_index) if txn_index is not None else 0,
         )
 
     def _recover(self, fd: int, recovery_point: int | None, *, only_active: bool = False) -> _ActiveSegment:
@@ -1208,25 +1468,33 @@ class PartitionLog:
         segments are deleted when one is truncated. The producer state is replayed through them
         from the segment's base (``LogSegment.recover``), which rebuilds each one's ``.txnindex``
         and gives the first unstable offset; producer snapshots past the new log end are removed
-        (``ProducerStateManager.truncateAndReload``).
+        (``ProducerStateManager.truncateAndReload``). Every revalidated segment then has a
+        ``.txnindex``, so the state record says they start at the first of them, or lower if the
+        previous record did.
         """
         os.makedirs(self.directory, exist_ok=True)
         previous = self._read_state(fd)
+        indexed_from = previous.txn_indexes_from if previous is not None else UNKNOWN_TXN_INDEXES_FROM
         self._remove_stray_files()
         bases = self._list_segments()
-        if not bases:
-            self._create_segment(0)
+        if not bases:  # Kafka starts an empty log at its checkpointed log start offset
+            self._create_segment(self._checkpointed_log_start(0))
             bases = self._list_segments()
         if recovery_point is None:
             recovery_point = self._checkpointed_recovery_point()
         first = len(bases) - 1 if only_active else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
         if not only_active:
             # Below the recovery point only segments with a missing or broken index are recovered.
-            broken = [i for i in range(first) if not self.segment(bases[i]).indexes_intact()]
+            broken = [
+                i
+                for i in range(first)
+                if not self.segment(bases[i]).indexes_intact(txn_index_required=0 <= indexed_from <= bases[i])
+            ]
             first = min([first, *broken])
+        indexed_from = bases[first] if indexed_from == UNKNOWN_TXN_INDEXES_FROM else min(indexed_from, bases[first])
         end_offset = bases[first]
         build = None
-        producers = self._producers.load(bases, bases[-1], 0, bases[first])
+        producers = self._producers.load(bases, bases[-1], 0, bases[first], remove_unreadable=True)
         open_txns = OpenTransactions.of(producers)
         for i in range(first, len(bases)):
             segment = self.segment(bases[i])
@@ -1236,7 +1504,7 @@ class PartitionLog:
             segment.write_indexes(build)
             segment.write_txn_index(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns))
             if build.offsets or valid:
-                end_offset = self._end_offset_of(segment, valid)
+                end_offset = segment.end_offset(valid)
             else:
                 end_offset = max(end_offset, segment.base_offset)
             if valid < size:
@@ -1246,11 +1514,21 @@ class PartitionLog:
                 bases = bases[: i + 1]
                 self._bases = bases
                 break
+        log_start = self._checkpointed_log_start(bases[0])
+        if end_offset < log_start:
+            # Segment files were deleted: as Kafka does, drop the rest and start again at the log start.
+            for base in bases:
+                self._delete_segment_files(self.segment(base))
+            for offset in self._producers.snapshot_offsets():
+                os.remove(self._producers.snapshot_path(offset))
+            self._bases = []
+            bases = [self._create_segment(log_start).base_offset]
+            build, end_offset, producers, open_txns = IndexBuild(log_start, 0), log_start, {}, OpenTransactions({})
+            indexed_from = log_start
         segment = self.segment(bases[-1])
         assert build is not None
         size = segment.size()
         now = int(time.time() * 1000)
-        log_start = self._checkpointed_log_start(bases[0])
         state = LogState(
             segment.base_offset,
             size,
@@ -1262,14 +1540,16 @@ class PartitionLog:
             now,
             previous.segments_generation + 1 if previous is not None else 1,
             first_unstable_offset=open_txns.first_unstable_offset(),
+            txn_indexes_from=indexed_from,
         )
         for offset in self._producers.snapshot_offsets():
             if offset > state.log_end_offset:
                 os.remove(self._producers.snapshot_path(offset))
         self._ensure_partition_files(bases[0])
         self._write_state(fd, state)
+        self._write_checkpoints(state)
         self._producer_cache = _ProducerCache(producers, state.active_base, size, state.log_end_offset, open_txns)
-        return self._load_active(state)
+        return self._active_from(state)
 
     def _checkpointed_recovery_point(self) -> int:
         path = os.path.join(self.checkpoint_dir, checkpoints.RECOVERY_POINT_CHECKPOINT)
@@ -1303,22 +1583,28 @@ class PartitionLog:
         self._segments.pop(segment.base_offset, None)
 
     def _ensure_partition_files(self, first_base: int) -> None:
-        """``leader-epoch-checkpoint`` and ``partition.metadata``, as a broker leaves them."""
+        """``leader-epoch-checkpoint`` and ``partition.metadata``, as a broker leaves them; written again
+        when missing or unreadable (the epoch file names the one leader epoch from the first segment, the
+        metadata the topic's id, which its other partitions keep)."""
         epoch_path = os.path.join(self.directory, checkpoints.LEADER_EPOCH_CHECKPOINT)
-        if not os.path.exists(epoch_path):
+        try:
+            epochs = checkpoints.read_leader_epoch_checkpoint(epoch_path) if os.path.exists(epoch_path) else None
+        except CorruptRecordError:
+            epochs = None
+        if not epochs:
             checkpoints.write_leader_epoch_checkpoint(epoch_path, [(PARTITION_LEADER_EPOCH, first_base)])
         metadata_path = os.path.join(self.directory, checkpoints.PARTITION_METADATA)
-        if not os.path.exists(metadata_path):
+        if _readable_topic_id(metadata_path) is None:
             checkpoints.write_partition_metadata(metadata_path, self._topic_id())
 
     def _topic_id(self) -> str:
-        """The topic's id: shared with its other partitions, new for a new topic."""
+        """The topic's id: shared with its other partitions (those whose ``partition.metadata`` reads), new
+        for a new topic."""
         parent = os.path.dirname(self.directory)
         prefix = f"{self.topic}-"
         for name in sorted(os.listdir(parent)):
             if name.startswith(prefix) and name[len(prefix) :].isdigit() and name != os.path.basename(self.directory):
-                metadata = os.path.join(parent, name, checkpoints.PARTITION_METADATA)
-                topic_id = checkpoints.read_partition_metadata(metadata)
+                topic_id = _readable_topic_id(os.path.join(parent, name, checkpoints.PARTITION_METADATA))
                 if topic_id is not None:
                     return topic_id
         return checkpoints.new_topic_id()
@@ -1358,8 +1644,9 @@ class PartitionLog:
         """Kafka's DeleteRecords: records below ``offset`` stop being readable; returns the log start.
 
         Raises:
-            InvalidOffsetError: ``offset`` is negative or past the log end (the high watermark).
+            InvalidOffsetError: ``offset`` is not an integer, or negative or past the log end (the high watermark).
         """
+        offset = _integer_argument("offset", offset, "an offset (integer) from 0 to the high watermark")
         with self._write_mutex, self._lock.exclusive() as fd:
             active = self._sync_for_write(fd)
             state = active.state
@@ -1451,33 +1738,64 @@ class PartitionLog:
                     f"cannot swap cleaned segment {cleaned_base} in for {list(old_bases)} of "
                     f"{self.topic}-{self.partition}: the segments changed or include the active one"
                 )
-            marker = {"old": [int(b) for b in old_bases], "new": int(cleaned_base), "phase": "swap"}
-            checkpoints.write_atomically(os.path.join(self.directory, SWAP_MARKER), json.dumps(marker).encode())
+            marker = _SwapMarker(int(cleaned_base), [int(b) for b in old_bases], "swap")
+            checkpoints.write_atomically(os.path.join(self.directory, SWAP_MARKER), marker.encode())
             self._complete_pending_swap(fd)
 
     def _complete_pending_swap(self, fd: int) -> None:
-        """Finish a segment swap from its marker; every step is idempotent. Runs under the write lock."""
+        """Finish a segment swap from its marker; every step is idempotent. Runs under the write lock.
+
+        A marker that cannot be read is replaced by what the files say, as Kafka's ``LogLoader`` finishes
+        a swap from its ``.swap`` files alone (``_swap_from_files``).
+        """
         path = os.path.join(self.directory, SWAP_MARKER)
         try:
-            with open(path, encoding="utf-8") as f:
-                marker = json.load(f)
+            with open(path, "rb") as f:
+                marker = _parse_swap_marker(f.read())
         except FileNotFoundError:
             return
-        new, old = int(marker["new"]), [int(b) for b in marker["old"]]
-        if marker["phase"] == "swap":
-            self._rename_segment_files(new, CLEANED_SUFFIX, SWAP_SUFFIX)
-            for base in old:
-                self._rename_segment_files(base, "", DELETED_SUFFIX)
-            marker["phase"] = "finish"
-            checkpoints.write_atomically(path, json.dumps(marker).encode())
-        self._rename_segment_files(new, SWAP_SUFFIX, "")
+        if marker is None:
+            _log.warning("%s cannot be read; finishing the swap from the files", path)
+            marker = self._swap_from_files()
+        if marker is not None:
+            if marker.phase == "swap":
+                self._rename_segment_files(marker.new, CLEANED_SUFFIX, SWAP_SUFFIX)
+                for base in marker.old:
+                    self._rename_segment_files(base, "", DELETED_SUFFIX)
+                marker = replace(marker, phase="finish")
+                checkpoints.write_atomically(path, marker.encode())
+            self._rename_segment_files(marker.new, SWAP_SUFFIX, "")
+            for base in marker.old:
+                self._segments.pop(base, None)
         os.remove(path)
-        for base in old:
-            self._segments.pop(base, None)
         self._bases = []
         state = self._read_state(fd)
         if state is not None:
             self._write_state(fd, replace(state, segments_generation=state.segments_generation + 1))
+
+    def _swap_from_files(self) -> _SwapMarker | None:
+        """The swap the files show, for a marker that cannot be read; None when no file was swapped yet.
+
+        With ``<new>.log.swap`` there, the segments it replaces are the live ones in its offset range
+        (Kafka: those overlapping [its base, its next offset)), and the swap is redone from its first
+        phase; with only index files left as ``.swap``, only its last step is.
+        """
+        swapped = sorted(
+            {
+                base
+                for name in os.listdir(self.directory)
+                for suffix in SEGMENT_SUFFIXES
+                if (base := parse_segment_name(name, suffix + SWAP_SUFFIX)) is not None
+            }
+        )
+        if not swapped:
+            return None
+        new = swapped[0]
+        incoming = LogSegment(self.directory, new, SWAP_SUFFIX)
+        if not os.path.exists(incoming.log_path):
+            return _SwapMarker(new, [], "finish")
+        end = incoming.end_offset(os.path.getsize(incoming.log_path))
+        return _SwapMarker(new, [b for b in self._list_segments() if new <= b < max(end, new + 1)], "swap")
 
     def _segment_path(self, base: int, suffix: str) -> str:
         return os.path.join(self.directory, filename_prefix(base) + suffix)
@@ -1512,6 +1830,27 @@ class PartitionLog:
 #: end (besides the snapshot of every roll), so that the next process starts from there. Kafka's broker keeps
 #: the state in memory and needs no such snapshot; short-lived writers (a Spark task each) do.
 SNAPSHOT_AFTER_REPLAY = 100_000
+
+
+_TIMESTAMP_ARGUMENTS = "-2 (earliest), -1 (latest), -3 (max timestamp) or milliseconds since the epoch"
+
+
+def _integer_argument(
+    name: str, value: object, accepted: str, error: type[PySparkLogError] = InvalidOffsetError
+) -> int:
+    """``value`` as an int, for an argument that takes one (Python and NumPy integers; not bools).
+
+    Raises:
+        PySparkLogError: Of type ``error``, naming the argument, its value and ``accepted``.
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise error(f"{name} {value!r} is not valid; accepted: {accepted}")
+    return int(value)
+
+
+def _optional_offset(name: str, value: object, default: str) -> int | None:
+    """An offset argument that may be None (``default`` says what None means)."""
+    return None if value is None else _integer_argument(name, value, f"an offset (integer) or {default}")
 
 
 def _is_one_producer_run(entries: EntryTable) -> bool:
@@ -1578,6 +1917,41 @@ def _queue_aborted(active: _ActiveSegment, aborted: Sequence[AbortedTxn], queued
         active.pending_txn_index.append(aborted[queued])
         queued += 1
     return queued
+
+
+@dataclass(frozen=True, slots=True)
+class _SwapMarker:
+    """``pysparklog.swap``: the cleaned segment ``new`` replaces the segments ``old``; ``phase`` says
+    how far the swap got ("swap": renames may be under way; "finish": only the ``.swap`` files are left)."""
+
+    new: int
+    old: list[int]
+    phase: str
+
+    def encode(self) -> bytes:
+        return json.dumps({"old": self.old, "new": self.new, "phase": self.phase}).encode()
+
+
+def _parse_swap_marker(data: bytes) -> _SwapMarker | None:
+    """The swap marker in ``data``; None when it is not one."""
+    try:
+        marker = json.loads(data)
+        new, old, phase = marker["new"], marker["old"], marker["phase"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(old, list) or phase not in ("swap", "finish"):
+        return None
+    if any(isinstance(b, bool) or not isinstance(b, int) for b in [new, *old]):
+        return None
+    return _SwapMarker(new, old, phase)
+
+
+def _readable_topic_id(path: str) -> str | None:
+    """The topic id of a ``partition.metadata`` file; None when it is missing or cannot be read."""
+    try:
+        return checkpoints.read_partition_metadata(path)
+    except CorruptRecordError:
+        return None
 
 
 def _fsync(path: str) -> None:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
-from pysparklog.errors import InvalidLogDirectoryError
+from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
-from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.log import STATE_FILE, LogState, PartitionLog
+from pysparklog.storage.segment import parse_segment_name
 from pysparklog.storage.topics import TopicStore, partition_dirs, validate_topic_name
+
+_log = logging.getLogger(__name__)
 
 
 def update_log_dir_checkpoints(
@@ -19,19 +23,21 @@ def update_log_dir_checkpoints(
 
     A read-modify-write of files shared by every partition, so it runs under the log directory's
     lock; each file is replaced atomically. Kafka lists a log start offset only when it is above
-    the first segment's base, so ``None`` removes the partition's entry.
+    the first segment's base, so ``None`` removes the partition's entry. A file that cannot be read
+    is written again from the partitions' state records, as Kafka writes its checkpoints from the
+    logs it holds (``_offsets_from_state_records``).
     """
     lock = FileLock(os.path.join(log_dir, LOG_DIR_LOCK))
     try:
         with lock.exclusive():
             path = os.path.join(log_dir, checkpoints.RECOVERY_POINT_CHECKPOINT)
-            points = checkpoints.read_offset_checkpoint(path)
-            if points.get(topic_partition) != recovery_point:
+            points, rebuilt = _read_or_rebuild(log_dir, path)
+            if points.get(topic_partition) != recovery_point or rebuilt:
                 points[topic_partition] = recovery_point
                 checkpoints.write_offset_checkpoint(path, points)
             path = os.path.join(log_dir, checkpoints.LOG_START_OFFSET_CHECKPOINT)
-            starts = checkpoints.read_offset_checkpoint(path)
-            if starts.get(topic_partition) != log_start_offset or not os.path.exists(path):
+            starts, rebuilt = _read_or_rebuild(log_dir, path)
+            if starts.get(topic_partition) != log_start_offset or rebuilt or not os.path.exists(path):
                 if log_start_offset is None:
                     starts.pop(topic_partition, None)
                 else:
@@ -39,6 +45,40 @@ def update_log_dir_checkpoints(
                 checkpoints.write_offset_checkpoint(path, starts)
     finally:
         lock.close()
+
+
+def _read_or_rebuild(log_dir: str, path: str) -> tuple[dict[tuple[str, int], int], bool]:
+    """The entries of a log directory's recovery-point or log-start checkpoint, and False; or, when the
+    file cannot be read, the entries rebuilt from the partitions' state records, and True."""
+    try:
+        return checkpoints.read_offset_checkpoint(path), False
+    except CorruptRecordError as error:
+        _log.warning("%s; writing it again from the partitions' state records", error)
+        return _offsets_from_state_records(log_dir, os.path.basename(path)), True
+
+
+def _offsets_from_state_records(log_dir: str, checkpoint: str) -> dict[tuple[str, int], int]:
+    """What ``checkpoint`` (recovery points or log start offsets) holds for the partitions of ``log_dir``,
+    from their state records. A partition without a readable record is left out: its recovery then
+    starts from its first segment, and its log start is its first segment's base, as for a broker's log
+    whose checkpoint lists it not. Read without the partitions' locks (a record is one CRC-checked
+    write), as the caller holds the log directory's lock, which their writers take inside theirs."""
+    offsets = {}
+    for topic, partition in partition_dirs(log_dir):
+        directory = os.path.join(log_dir, f"{topic}-{partition}")
+        try:
+            with open(os.path.join(directory, STATE_FILE), "rb") as f:
+                state = LogState.decode(f.read())
+            bases = [b for b in (parse_segment_name(name) for name in os.listdir(directory)) if b is not None]
+        except OSError:
+            continue
+        if state is None:
+            continue
+        if checkpoint == checkpoints.RECOVERY_POINT_CHECKPOINT:
+            offsets[(topic, partition)] = state.recovery_point
+        elif bases and state.log_start_offset > min(bases):
+            offsets[(topic, partition)] = state.log_start_offset
+    return offsets
 
 
 class LogDirectory:

@@ -423,9 +423,11 @@ class ProducerStateTracker:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.directory, filename_prefix(offset) + SNAPSHOT_SUFFIX)
 
-    def load(self, bases: list[int], active_base: int, active_size: int, offset: int) -> dict[int, ProducerEntry]:
+    def load(
+        self, bases: list[int], active_base: int, active_size: int, offset: int, *, remove_unreadable: bool = False
+    ) -> dict[int, ProducerEntry]:
         """Producer state as of ``offset`` (exclusive): the latest snapshot below it plus a replay."""
-        return self.load_replayed(bases, active_base, active_size, offset)[0]
+        return self.load_replayed(bases, active_base, active_size, offset, remove_unreadable=remove_unreadable)[0]
 
     def write_snapshot(self, offset: int, producers: Mapping[int, ProducerEntry], bases: list[int]) -> None:
         """Snapshot the state as of ``offset`` (not a segment base), replacing an earlier such snapshot: at
@@ -440,18 +442,26 @@ class ProducerStateTracker:
                     pass
 
     def load_replayed(
-        self, bases: list[int], active_base: int, active_size: int, offset: int
+        self, bases: list[int], active_base: int, active_size: int, offset: int, *, remove_unreadable: bool = False
     ) -> tuple[dict[int, ProducerEntry], int]:
-        """``load``, and the offset the replay started from (the snapshot's, else 0)."""
-        earlier = [o for o in self.snapshot_offsets() if o <= offset]
-        start = earlier[-1] if earlier else 0
+        """``load``, and the offset the replay started from (the snapshot's, else 0).
+
+        A snapshot that cannot be read is passed over for the one before it, and removed when
+        ``remove_unreadable`` (a writer holding the partition's lock), as Kafka's ``ProducerStateManager``
+        deletes a corrupt snapshot and loads the previous one.
+        """
+        start = 0
         producers: dict[int, ProducerEntry] = {}
-        if earlier:
-            path = self.snapshot_path(start)
-            with open(path, "rb") as f:
-                producers = {
-                    e.producer_id: ProducerEntry.from_snapshot(e) for e in decode_snapshot(f.read(), file=path)
-                }
+        for candidate in reversed([o for o in self.snapshot_offsets() if o <= offset]):
+            entries = self._read_snapshot(candidate)
+            if entries is not None:
+                start, producers = candidate, {e.producer_id: ProducerEntry.from_snapshot(e) for e in entries}
+                break
+            if remove_unreadable:
+                try:
+                    os.remove(self.snapshot_path(candidate))
+                except FileNotFoundError:
+                    pass
         for base, next_base in zip(bases, [*bases[1:], None][: len(bases)], strict=True):
             if base >= offset or (next_base is not None and next_base <= start):
                 continue
@@ -459,6 +469,15 @@ class ProducerStateTracker:
             end = active_size if base == active_base else segment.size()
             replay_segment(producers, segment, 0, end, start, offset)
         return producers, start
+
+    def _read_snapshot(self, offset: int) -> list[ProducerSnapshotEntry] | None:
+        """The entries of ``<offset>.snapshot``; None when it is gone or corrupt."""
+        path = self.snapshot_path(offset)
+        try:
+            with open(path, "rb") as f:
+                return decode_snapshot(f.read(), file=path)
+        except (FileNotFoundError, CorruptRecordError):
+            return None
 
     def state_at(
         self, bases: list[int], active_base: int, active_size: int, offset: int

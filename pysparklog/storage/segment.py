@@ -1,5 +1,5 @@
-"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and, once a transaction is
-aborted in it, ``.txnindex``.
+"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and ``.txnindex`` (which Kafka
+creates once a transaction is aborted in the segment, and pysparklog with the segment).
 
 A segment object holds no open files and reads its indexes on demand, so opening a partition with
 thousands of segments costs one directory listing. Positions past ``end`` (the acknowledged size
@@ -8,6 +8,7 @@ the caller passes in) are never read: bytes a writer is still appending stay inv
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from pysparklog.storage.index import (
 )
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
-from pysparklog.storage.records.default_records import LOG_OVERHEAD
+from pysparklog.storage.records.default_records import LOG_OVERHEAD, MAGIC_V2
 from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, pool_empty, scan
 from pysparklog.storage.transaction_index import AbortedTxn, encode_aborted
 
@@ -50,6 +51,31 @@ def parse_segment_name(name: str, suffix: str = LOG_SUFFIX) -> int | None:
     if len(stem) != OFFSET_DIGITS or not stem.isdigit():
         return None
     return int(stem)
+
+
+_LAST_OFFSET = 2**63 - 1  # looks up the last offset-index entry
+_LAST_TIMESTAMP = 2**63 - 1  # looks up the last time-index entry: the segment's largest timestamp
+
+
+class _Unconfirmed:
+    """A scan whose time-index entry the log contradicts."""
+
+
+_UNCONFIRMED = _Unconfirmed()
+
+
+def _holds(entries: EntryTable, i: int, offset: int) -> bool:
+    """Whether entry ``i`` holds ``offset``: a v2 batch from its base to its last offset, a legacy entry
+    (whose base is its last offset, its inner offsets unknown without decompressing) up to its offset."""
+    row: list[int] = entries.rows[i].tolist()
+    base = row[k.E_BASE_OFFSET]
+    return offset <= base + row[k.E_LAST_OFFSET_DELTA] and (row[k.E_MAGIC] < MAGIC_V2 or base <= offset)
+
+
+def _entry_size(buf: np.ndarray) -> int:
+    """The size of the entry at the start of ``buf``, from its size field (which does not count the
+    offset and itself)."""
+    return int.from_bytes(buf[8:LOG_OVERHEAD].tobytes(), "big", signed=True) + LOG_OVERHEAD
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,20 +124,22 @@ class LogSegment:
     Args:
         directory: The partition directory.
         base_offset: The segment's base offset (its file name).
+        file_suffix: After each file's name: ``.swap`` for a segment being swapped in (Kafka's ``fileSuffix``).
     """
 
-    def __init__(self, directory: str, base_offset: int) -> None:
+    def __init__(self, directory: str, base_offset: int, file_suffix: str = "") -> None:
         self.directory = directory
         self.base_offset = base_offset
         prefix = os.path.join(directory, filename_prefix(base_offset))
-        self.log_path = prefix + LOG_SUFFIX
-        self.index_path = prefix + INDEX_SUFFIX
-        self.time_index_path = prefix + TIME_INDEX_SUFFIX
-        self.txn_index_path = prefix + TXN_INDEX_SUFFIX
+        self.log_path = prefix + LOG_SUFFIX + file_suffix
+        self.index_path = prefix + INDEX_SUFFIX + file_suffix
+        self.time_index_path = prefix + TIME_INDEX_SUFFIX + file_suffix
+        self.txn_index_path = prefix + TXN_INDEX_SUFFIX + file_suffix
         self._index_cache: tuple[tuple[int, int], OffsetIndex] | None = None
         self._time_index_cache: tuple[tuple[int, int], TimeIndex] | None = None
-        self._txn_index_cache: tuple[tuple[int, int], TransactionIndex] | None = None
+        self._txn_index_cache: tuple[tuple[int, int], TransactionIndex | None] | None = None
         self._index_check: tuple[OffsetIndex, int, bool] | None = None  # (index, end, consistent)
+        self._time_index_check: tuple[TimeIndex, bool] | None = None  # (index, consistent)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path!r})"
@@ -142,11 +170,39 @@ class LogSegment:
         return self._time_index_cache[1]
 
     def transaction_index(self) -> TransactionIndex:
-        """The aborted transactions of the ``.txnindex`` (none when the segment has no file)."""
+        """The aborted transactions of the ``.txnindex`` (none when the segment has no file; a partial last
+        entry is ignored, as in Kafka).
+
+        Raises:
+            CorruptRecordError: An entry of an unknown version.
+        """
+        index = self._loaded_transaction_index()[1]
+        return index if index is not None else TransactionIndex.load(self.txn_index_path)
+
+    def checked_transaction_index(self, *, required: bool, end_offset: int | None) -> TransactionIndex | None:
+        """The ``.txnindex`` entries, or None when the file must be rebuilt from the log before a
+        read_committed answer may use it: missing although ``required`` (the segment was created with
+        one), ending in a partial entry, or holding entries that are not this segment's ABORT markers in
+        log order (``TransactionIndex.is_consistent``; ``end_offset``: one past the segment's last
+        offset, None for the active segment, whose file may hold entries of a marker not acknowledged).
+        """
+        stamp, index = self._loaded_transaction_index()
+        if stamp[0] < 0:
+            return None if required else index
+        if index is None or stamp[0] % TXN_INDEX_ENTRY_SIZE:
+            return None
+        return index if index.is_consistent(self.base_offset, end_offset) else None
+
+    def _loaded_transaction_index(self) -> tuple[tuple[int, int], TransactionIndex | None]:
+        """The file's (size, mtime) and its entries, None for entries of an unknown version; cached."""
         stamp = self._stamp(self.txn_index_path)
         if self._txn_index_cache is None or self._txn_index_cache[0] != stamp:
-            self._txn_index_cache = (stamp, TransactionIndex.load(self.txn_index_path))
-        return self._txn_index_cache[1]
+            try:
+                index: TransactionIndex | None = TransactionIndex.load(self.txn_index_path)
+            except CorruptRecordError:
+                index = None
+            self._txn_index_cache = (stamp, index)
+        return self._txn_index_cache
 
     def append_txn_index(self, txns: list[AbortedTxn]) -> None:
         """Add entries at the end of the ``.txnindex``, creating it with the first (as Kafka does)."""
@@ -154,16 +210,56 @@ class LogSegment:
             f.write(encode_aborted(txns))
 
     def _usable_offset_index(self, end: int) -> OffsetIndex | None:
-        """The offset index when it passes Kafka's sanity rules for a log of ``end`` bytes.
+        """The offset index when its file holds whole entries that pass Kafka's sanity rules for a log
+        of ``end`` bytes; None when it does not (readers then scan from the segment's start).
 
         The check passes over the whole index, which would cost a random lookup more than the
-        rest of it: it runs once per loaded index and ``end``.
+        rest of it: it runs once per loaded index and ``end``. An entry found wrong where it is used
+        (``_chunks_from_index``) marks the index unusable the same way.
         """
         index = self.offset_index()
         check = self._index_check
         if check is None or check[0] is not index or check[1] != end:
-            check = self._index_check = (index, end, index.is_consistent(end))
+            whole = self._index_cache is not None and self._index_cache[0][0] % OFFSET_INDEX_ENTRY_SIZE == 0
+            check = self._index_check = (index, end, whole and index.is_consistent(end))
         return index if check[2] else None
+
+    def _usable_time_index(self) -> TimeIndex | None:
+        """The time index when its file holds whole entries with increasing timestamps and offsets from
+        the base on; None when it does not (readers then scan the segment). The check runs once per
+        loaded index. Whether the entry a scan starts from tells the truth about the log is checked as
+        the scan passes it (``_scan_by_time``)."""
+        index = self.time_index()
+        check = self._time_index_check
+        if check is None or check[0] is not index:
+            assert self._time_index_cache is not None
+            whole = self._time_index_cache[0][0] % TIME_INDEX_ENTRY_SIZE == 0
+            check = self._time_index_check = (index, whole and index.is_consistent())
+        return index if check[1] else None
+
+    def _chunks_from_index(
+        self, offset: int, end: int, *, verify_crc: bool, max_bytes: int = READ_CHUNK_BYTES
+    ) -> Iterator[Chunk]:
+        """``chunks`` from the offset-index entry at or below ``offset`` (from the start without one).
+
+        The entry is checked as it is used: the entry at its position must be the batch holding its
+        offset. When it is not (a damaged index: a position inside a batch, an offset of another
+        segment), the index is marked unusable and the walk starts from the segment's start.
+        """
+        index = self._usable_offset_index(end)
+        indexed, position = index.lookup(offset) if index is not None else (self.base_offset, 0)
+        chunks = self.chunks(position, end, max_bytes=max_bytes, verify_crc=verify_crc)
+        if position > 0:
+            try:
+                first = next(chunks, None)
+            except CorruptRecordError:
+                first = None
+            if first is not None and _holds(first.entries, 0, indexed):
+                yield first
+            else:
+                self._index_check = (index, end, False) if index is not None else None
+                chunks = self.chunks(0, end, max_bytes=max_bytes, verify_crc=verify_crc)
+        yield from chunks
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -180,7 +276,12 @@ class LogSegment:
         """Complete entries from ``start`` up to ``end``, in chunks of about ``max_bytes``.
 
         A chunk never splits an entry; an entry larger than ``max_bytes`` comes alone. Bytes at
-        ``end`` that do not form a whole entry are not returned (a torn or in-progress tail).
+        ``end`` that do not form a whole entry are not returned (a torn or in-progress tail), nor
+        is anything past the end of the file when it is shorter than ``end`` (a machine crash lost
+        acknowledged bytes).
+
+        Every pass either moves past the entries it returns or reads more bytes than the pass
+        before, up to ``end``: the walk ends on any file.
 
         Raises:
             CorruptRecordError: A checksum or size field is wrong (when ``verify_crc``), naming the
@@ -189,7 +290,7 @@ class LogSegment:
         pos = start
         with open(self.log_path, "rb", buffering=0) as f:
             while pos < end:
-                want = min(max_bytes, end - pos)
+                want = min(max(max_bytes, LOG_OVERHEAD), end - pos)  # enough to read an entry's size
                 buf = pool_empty(want, np.uint8)
                 f.seek(pos)
                 got = f.readinto(buf.data) or 0
@@ -198,11 +299,12 @@ class LogSegment:
                 if entries.corrupt and len(entries) == 0:
                     return  # non-strict: the walk ends at the first invalid entry
                 if len(entries) == 0:
-                    if got < LOG_OVERHEAD or want == end - pos:
-                        return  # the rest of the segment is an incomplete tail
-                    # One entry larger than the chunk: read exactly that entry.
-                    size = int.from_bytes(buf[8:12].tobytes(), "big", signed=True) + LOG_OVERHEAD
-                    max_bytes = max(max_bytes, size)
+                    # Nothing whole in what was read. Only an entry larger than a full read, which
+                    # ends before ``end``, is read again, exactly: any other case is a tail.
+                    size = _entry_size(buf) if got >= LOG_OVERHEAD else 0
+                    if got < want or size <= got or size > end - pos:
+                        return
+                    max_bytes = size
                     continue
                 if verify_crc:
                     bad = entry_crc_error(buf, entries)
@@ -221,56 +323,113 @@ class LogSegment:
         Looks up the sparse index, then scans forward, like ``LogSegment.translateOffset``.
         Returns None when the segment holds no such entry below ``end``.
         """
-        index = self._usable_offset_index(end)
-        _, position = index.lookup(target) if index is not None else (self.base_offset, 0)
-        for chunk in self.chunks(position, end, max_bytes=64 * 1024, verify_crc=False):
+        for chunk in self._chunks_from_index(target, end, max_bytes=64 * 1024, verify_crc=False):
             last = chunk.entries.last_offsets
             i = int(np.searchsorted(last, target, side="left"))
             if i < len(last):
                 return chunk.position + int(chunk.entries.positions[i]), int(last[i])
         return None
 
+    def end_offset(self, end: int) -> int:
+        """One past the last offset of the entries below byte ``end``; the base offset when there are none.
+
+        Walks from the last offset-index entry, as Kafka's ``readNextOffset`` does.
+        """
+        last = self.base_offset - 1
+        for chunk in self._chunks_from_index(_LAST_OFFSET, end, verify_crc=False):
+            last = int(chunk.entries.last_offsets[-1])
+        return last + 1
+
     def largest_timestamp(self, end: int) -> tuple[int, int]:
         """(max timestamp, offset of the batch holding it) over the segment; (-1, base) when empty.
 
-        Starts from the last time-index entry and scans only the batches after it.
+        Starts from the last time-index entry and scans only the batches after it (all of them when
+        the entry proves wrong: its batch does not have its timestamp, or an earlier one has more).
         """
-        ts, offset = self.time_index().last_entry
-        index = self._usable_offset_index(end)
-        start = index.lookup(offset)[1] if index is not None and ts >= 0 else 0
-        best_ts, best_offset = (ts, offset) if ts >= 0 else (-1, self.base_offset)
-        for chunk in self.chunks(start, end, verify_crc=False):
-            max_ts = chunk.entries.max_timestamps
-            if len(max_ts) and int(max_ts.max()) > best_ts:
-                i = int(np.argmax(max_ts))
-                best_ts, best_offset = int(max_ts[i]), int(chunk.entries.last_offsets[i])
-        return best_ts, best_offset
+        ts, offset = self._time_entry(_LAST_TIMESTAMP)
+        found = self._scan_by_time(ts, offset, _LAST_TIMESTAMP, self.base_offset, end)
+        if found is _UNCONFIRMED:
+            found = self._scan_by_time(-1, self.base_offset, _LAST_TIMESTAMP, self.base_offset, end)
+        assert isinstance(found, tuple)
+        return found
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int, end: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= target and offset >= ``start_offset``.
 
         Kafka's algorithm: time index, then offset index, then the first batch whose max timestamp
-        reaches the target, then its records.
+        reaches the target, then its records. The time-index entry that lets the scan skip the batches
+        before it is checked as the scan passes it; a scan that proves it wrong starts again from the
+        segment's first batch at or past ``start_offset``.
         """
-        _, offset = self.time_index().lookup(timestamp)
-        index = self._usable_offset_index(end)
-        position = index.lookup(max(offset, start_offset))[1] if index is not None else 0
-        for chunk in self.chunks(position, end):
-            reaching = np.flatnonzero(chunk.entries.max_timestamps >= timestamp)
-            for i in reaching.tolist():
-                for batch in decode_entries(
-                    chunk.buf,
-                    chunk.entries.select(slice(i, i + 1)),
-                    topic="",
-                    partition=0,
-                    file=self.log_path,
-                    base_position=chunk.position,
+        ts, offset = self._time_entry(timestamp)
+        found = self._scan_by_time(ts, offset, timestamp, start_offset, end)
+        if found is _UNCONFIRMED:
+            found = self._scan_by_time(-1, self.base_offset, timestamp, start_offset, end)
+        assert not isinstance(found, _Unconfirmed)
+        return found
+
+    def _time_entry(self, timestamp: int) -> tuple[int, int]:
+        """The time-index entry with the largest timestamp up to ``timestamp`` ((-1, base) without one)."""
+        index = self._usable_time_index()
+        return index.lookup(timestamp) if index is not None else (-1, self.base_offset)
+
+    def _scan_by_time(
+        self, entry_ts: int, entry_offset: int, target: int, start_offset: int, end: int
+    ) -> tuple[int, int] | None | _Unconfirmed:
+        """The scan of ``find_offset_by_timestamp`` (or of ``largest_timestamp``, with target
+        ``_LAST_TIMESTAMP``) from the time-index entry (``entry_ts``, ``entry_offset``); -1: no entry.
+
+        The entry says that every batch before the one holding its offset has a smaller max timestamp,
+        and that this batch has exactly its timestamp (Kafka's time index: the max timestamp so far, at
+        the batch that first reached it). The batches from the entry's offset-index position up to that
+        batch are checked against it; ``_UNCONFIRMED`` when they contradict it, or the batch is not
+        there, so that the caller scans without it.
+        """
+        largest = target == _LAST_TIMESTAMP
+        skips = entry_ts >= 0 and entry_offset > start_offset  # the entry lets the scan skip batches
+        best = (entry_ts, entry_offset) if skips else (-1, self.base_offset)  # a scan from the start finds it
+        scan_from = entry_offset if skips else start_offset
+        for chunk in self._chunks_from_index(scan_from, end, verify_crc=not largest):
+            entries = chunk.entries
+            # As lists: a chunk holds few batches per segment here, and list work costs less than numpy's calls.
+            last: list[int] = entries.last_offsets.tolist()
+            max_ts: list[int] = entries.max_timestamps.tolist()
+            if skips:
+                holding = bisect.bisect_left(last, entry_offset)
+                if max(max_ts[:holding], default=-1) >= entry_ts or (
+                    holding < len(last) and (max_ts[holding] != entry_ts or not _holds(entries, holding, entry_offset))
                 ):
-                    offsets = batch.column("offset").to_numpy()
-                    stamps = batch.column("timestamp").cast("int64").to_numpy()
-                    hit = np.flatnonzero((stamps >= timestamp) & (offsets >= start_offset))
-                    if len(hit):
-                        return int(offsets[hit[0]]), int(stamps[hit[0]])
+                    return _UNCONFIRMED
+                skips = holding >= len(last)
+            if largest:
+                top = max(max_ts, default=-1)
+                if top > best[0]:
+                    best = (top, last[max_ts.index(top)])
+                continue
+            found = self._first_record_at(chunk, target, start_offset)
+            if found is not None:
+                return found
+        if skips:
+            return _UNCONFIRMED
+        return best if largest else None
+
+    def _first_record_at(self, chunk: Chunk, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the chunk's first record at or after ``timestamp`` and ``start_offset``."""
+        reaching = np.flatnonzero(chunk.entries.max_timestamps >= timestamp)
+        for i in reaching.tolist():
+            for batch in decode_entries(
+                chunk.buf,
+                chunk.entries.select(slice(i, i + 1)),
+                topic="",
+                partition=0,
+                file=self.log_path,
+                base_position=chunk.position,
+            ):
+                offsets = batch.column("offset").to_numpy()
+                stamps = batch.column("timestamp").cast("int64").to_numpy()
+                hit = np.flatnonzero((stamps >= timestamp) & (offsets >= start_offset))
+                if len(hit):
+                    return int(offsets[hit[0]]), int(stamps[hit[0]])
         return None
 
     # -- recovery -----------------------------------------------------------------------------
@@ -316,30 +475,22 @@ class LogSegment:
             os.replace(tmp, path)
 
     def write_txn_index(self, txns: list[AbortedTxn]) -> None:
-        """Replace the ``.txnindex`` with ``txns`` (atomically). Without entries, an existing file is
-        emptied, as Kafka's ``TransactionIndex.reset`` leaves it, and none is created."""
-        if not txns and not os.path.exists(self.txn_index_path):
-            return
+        """Replace the ``.txnindex`` with ``txns`` (atomically); without entries the file is empty, as
+        Kafka's ``TransactionIndex.reset`` leaves it."""
         tmp = f"{self.txn_index_path}.tmp.{os.getpid()}"
         with open(tmp, "wb") as f:
             f.write(encode_aborted(txns))
         os.replace(tmp, self.txn_index_path)
 
-    def indexes_intact(self) -> bool:
+    def indexes_intact(self, *, txn_index_required: bool = False) -> bool:
         """Both index files exist, hold whole entries and pass Kafka's sanity rules, and so does the
-        ``.txnindex`` when there is one (``TransactionIndex.sanityCheck``: no marker below the base)."""
+        ``.txnindex`` (``checked_transaction_index``; it must exist when ``txn_index_required``)."""
         for path, entry_size in (
             (self.index_path, OFFSET_INDEX_ENTRY_SIZE),
             (self.time_index_path, TIME_INDEX_ENTRY_SIZE),
         ):
             if not os.path.exists(path) or os.path.getsize(path) % entry_size:
                 return False
-        if os.path.exists(self.txn_index_path):
-            if os.path.getsize(self.txn_index_path) % TXN_INDEX_ENTRY_SIZE:
-                return False
-            try:
-                if (self.transaction_index().last_offsets < self.base_offset).any():
-                    return False
-            except CorruptRecordError:
-                return False  # an entry of an unknown version
+        if self.checked_transaction_index(required=txn_index_required, end_offset=None) is None:
+            return False
         return self.offset_index().is_consistent(self.size()) and self.time_index().is_consistent()

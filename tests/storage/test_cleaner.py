@@ -422,6 +422,26 @@ def test_a_round_covers_the_offsets_missing_at_the_end_of_its_last_segment(tmp_p
     assert result.end_offset == 3
 
 
+def test_a_cleaned_segment_left_empty_answers_lookups_by_time_as_kafka_does(tmp_path: Path) -> None:
+    """Kafka's ListOffsets searches the first segment whose largest timestamp reaches the target, and a
+    segment without a record timestamp counts its file's modification time (``LogSegment.largestTimestamp``):
+    an empty cleaned segment modified after the target ends the search with no offset."""
+    log = open_log(tmp_path, config(segment_bytes=100))  # one segment per group
+    append(log, table([b"a", b"b"]), BatchSettings())  # 0, 1
+    log.roll()
+    append(log, table([b"a", b"b"], ts=T0 + 100), BatchSettings())  # 2, 3
+    log.roll()
+    append(log, table([b"c"], ts=T0 + 200), BatchSettings())  # 4
+    log.roll()
+    clean(log)
+    first = log.segments()[0]
+    assert (first.base_offset, first.size()) == (0, 0), "every record of the first segment has a newer value"
+    assert log.offset_for_timestamp(T0) is None, "the empty segment was modified after T0"
+    os.utime(first.log_path, ns=((T0 - 1) * 1_000_000,) * 2)
+    assert log.offset_for_timestamp(T0) == (2, T0 + 100), "modified before T0: the search goes on"
+    assert log.offset_for_timestamp(T0 + 201) is None, "the empty active segment ends it"
+
+
 def test_keyless_records_go_but_the_batch_ending_the_round_stays_empty(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     append(log, table([None, b"a"]), BatchSettings())
@@ -751,6 +771,49 @@ def _check_against_model(log: PartitionLog, model: list[Record]) -> None:
     assert offsets == sorted(set(offsets)), "offsets in order, none twice"
     assert all(by_offset[r.offset] == r for r in survivors), "every record as written, at its offset"
     assert {r.offset for r in last_per_key(model).values()} <= set(offsets), "the last value of every key"
+
+
+class _Crash(Exception):
+    """The process dies here."""
+
+
+@pytest.mark.parametrize("renames", range(28))  # a round of 4 segments renames 27 times
+def test_a_swap_cut_short_is_finished_even_when_its_marker_is_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renames: int
+) -> None:
+    """A round dies after ``renames`` renames (of its files, marker and checkpoint), and the swap marker it
+    left is damaged: the next reader finishes the swap from the .swap files, as Kafka's LogLoader does."""
+    log = open_log(tmp_path, config(segment_bytes=1000))
+    model: list[Record] = []
+    for i in range(4):
+        keys = [f"k{(i * 7 + j) % 9}".encode() for j in range(12)]
+        model += append(log, table(keys, ts=T0 + len(model)))
+        log.roll()
+    rename = os.replace
+    done = 0
+
+    def rename_then_die(source: str, target: str) -> None:
+        nonlocal done
+        if done == renames:
+            raise _Crash
+        done += 1
+        rename(source, target)
+
+    monkeypatch.setattr(os, "replace", rename_then_die)
+    try:
+        clean_log(log, NOW)
+    except _Crash:
+        pass
+    monkeypatch.setattr(os, "replace", rename)
+    marker = Path(log.directory) / SWAP_MARKER
+    if marker.exists():
+        marker.write_bytes(b"\xff{not json" + marker.read_bytes()[:5])
+    reader = open_log(tmp_path, config(segment_bytes=1000))
+    _check_against_model(reader, model)
+    names = os.listdir(log.directory)
+    assert SWAP_MARKER not in names and not [n for n in names if n.endswith(".swap")], names
+    model += append(reader, table([b"k1"], ts=T0 + len(model)))
+    _check_against_model(open_log(tmp_path, config(segment_bytes=1000)), model)
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ BATCHES = 40
 ROWS = 25
 CONFIG: Settings = {"segment_bytes": 30_000}
 
+# Each append is a table of three chunks; the writer prints the offsets each append got.
 _WRITER = """
 import sys
 import pyarrow as pa
@@ -34,7 +35,10 @@ log = LogDirectory(sys.argv[1], LogConfig(segment_bytes=30_000)).partition("t", 
 writer = sys.argv[2]
 for b in range({batches}):
     keys = [f"{{writer}}-{{b * {rows} + i}}".encode() for i in range({rows})]
-    log.append_arrow(pa.table({{"key": keys, "value": [k * 3 for k in keys]}}))
+    thirds = [keys[: {rows} // 3], keys[{rows} // 3 : 2 * {rows} // 3], keys[2 * {rows} // 3 :]]
+    table = pa.concat_tables([pa.table({{"key": part, "value": [k * 3 for k in part]}}) for part in thirds])
+    info = log.append_arrow(table)
+    print(info.first_offset, info.last_offset, " ".join(k.decode() for part in thirds for k in part), flush=True)
 """
 
 _READER = """
@@ -76,12 +80,20 @@ def test_four_processes_append_to_one_partition_while_another_reads(tmp_path: Pa
         env=env,
     )
     writers = [
-        subprocess.Popen([sys.executable, "-c", writer_code, str(tmp_path), f"w{i}"], stderr=subprocess.PIPE, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", writer_code, str(tmp_path), f"w{i}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for i in range(WRITERS)
     ]
+    appends = []
     for w in writers:
-        _, writer_err = w.communicate(timeout=300)
+        writer_out, writer_err = w.communicate(timeout=300)
         assert w.returncode == 0, writer_err
+        appends += [line.split() for line in writer_out.splitlines()]
     out, err = reader.communicate(timeout=300)
     assert reader.returncode == 0, err
     report = json.loads(out)
@@ -91,6 +103,9 @@ def test_four_processes_append_to_one_partition_while_another_reads(tmp_path: Pa
     table = read_all(log)
     assert table.column("offset").to_pylist() == list(range(total))
     keys = [k.decode() for k in table.column("key").to_pylist()[1:]]
+    assert len(appends) == WRITERS * BATCHES
+    for first, last, *appended in appends:
+        assert keys[int(first) - 1 : int(last)] == appended, "one append's records are contiguous"
     assert len(set(keys)) == len(keys) == WRITERS * BATCHES * ROWS, "no record appended twice or lost"
     for i in range(WRITERS):
         mine = [int(k.split("-")[1]) for k in keys if k.startswith(f"w{i}-")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +23,13 @@ from pysparklog import (
     PartitionLog,
     TimestampType,
 )
+from pysparklog.storage import log as log_module
 from pysparklog.storage.index import OffsetIndex, TimeIndex
 from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
-from pysparklog.storage.records.arrow_records import encode_arrow
+from pysparklog.storage.records.arrow_records import EncodedBatches, encode_arrow
 from pysparklog.storage.records.default_records import batch_crc
 from pysparklog.storage.records.memory_records import as_uint8, scan
+from pysparklog.storage.segment import LogSegment
 from tests.conftest import keyed_table, read_all
 
 SMALL_BATCHES = BatchSettings(max_batch_bytes=1500)
@@ -350,3 +353,135 @@ def test_roll_jitter_shortens_segment_ms_the_same_way_in_every_process(tmp_path:
     assert len(log.segments()) == 1
     log.append_arrow(keyed_table(1, start=2, ts_start=10_000 + 1000 - jitter - 1))  # one millisecond more
     assert [s.base_offset for s in log.segments()] == [0, 2]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"max_chunk_bytes": -1}, InvalidConfigError, "max_chunk_bytes -1 is not valid; accepted: 1 to 2147483647"),
+        ({"max_chunk_bytes": 0}, InvalidConfigError, "max_chunk_bytes 0 is not valid"),
+        ({"max_chunk_bytes": 2**31}, InvalidConfigError, "max_chunk_bytes 2147483648 is not valid"),
+        ({"max_chunk_bytes": 1.5}, InvalidConfigError, "max_chunk_bytes 1.5 is not valid; accepted: an integer"),
+        ({"max_chunk_bytes": "1024"}, InvalidConfigError, "max_chunk_bytes '1024' is not valid"),
+        ({"include_headers": "yes"}, InvalidConfigError, "include_headers 'yes' is not valid; accepted: True or False"),
+        ({"start_offset": "3"}, InvalidOffsetError, r"start_offset '3' is not valid; accepted: an offset \(integer\)"),
+        ({"start_offset": True}, InvalidOffsetError, "start_offset True is not valid"),
+        (
+            {"end_offset": 2.0},
+            InvalidOffsetError,
+            r"end_offset 2.0 is not valid; accepted: an offset \(integer\) or None",
+        ),
+        ({"isolation_level": "committed"}, InvalidConfigError, "isolation level 'committed' is not valid"),
+    ],
+)
+def test_read_arguments_are_checked_when_read_arrow_is_called(
+    tmp_path: Path, arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(10))
+    with pytest.raises(error, match=message):
+        log.read_arrow(**arguments)  # type: ignore[arg-type]
+
+
+def test_the_smallest_chunks_hold_one_batch_each(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(30), BatchSettings(max_batch_records=10))
+    for max_chunk_bytes in (1, 11, 12, 13):
+        batches = list(log.read_arrow(max_chunk_bytes=max_chunk_bytes))
+        assert [b.num_rows for b in batches] == [10, 10, 10]
+    # NumPy integers (offsets taken from an Arrow column) are integers too.
+    numpy_read = log.read_arrow(np.int64(25), np.int32(27), max_chunk_bytes=np.int64(1))  # type: ignore[arg-type]
+    assert [b.num_rows for b in numpy_read] == [2]
+
+
+@pytest.mark.parametrize("timestamp", ["1700000000000", 1.7e12, None, -4])
+def test_offset_for_timestamp_refuses_what_is_not_a_timestamp(tmp_path: Path, timestamp: object) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(10))
+    with pytest.raises(InvalidOffsetError, match=r"accepted: -2 \(earliest\), -1 \(latest\), -3 \(max timestamp\)"):
+        log.offset_for_timestamp(timestamp)  # type: ignore[arg-type]
+
+
+def test_a_table_of_several_chunks_is_one_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer that appends while the table is being encoded lands before it or after it,
+    never between its chunks."""
+    log = LogDirectory(tmp_path).partition("t", 0)
+    other = LogDirectory(tmp_path).partition("t", 0)  # another writer: a lock of its own
+    encode = encode_arrow
+
+    def encode_while_another_writer_appends(
+        data: pa.Table | pa.RecordBatch, settings: BatchSettings | None = None
+    ) -> Iterator[EncodedBatches]:
+        for i, encoded in enumerate(encode(data, settings)):
+            if i == 1:
+                other.append(next(encode(keyed_table(1, start=999))))
+            yield encoded
+
+    monkeypatch.setattr(log_module, "encode_arrow", encode_while_another_writer_appends)
+    table = pa.concat_tables([keyed_table(10, start=i * 10) for i in range(3)])
+    assert table.column("key").num_chunks == 3
+    info = log.append_arrow(table)
+    assert (info.record_count, info.last_offset - info.first_offset) == (30, 29)
+    appended = read_all(log, info.first_offset, info.last_offset + 1).column("key").to_pylist()
+    assert appended == table.column("key").to_pylist()
+    assert log.log_end_offset == 31
+
+
+def test_append_refuses_what_is_not_batches(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    with pytest.raises(InvalidConfigError, match="cannot append str; accepted: EncodedBatches, bytes"):
+        log.append("batches")  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="cannot append dict; accepted: a pyarrow Table or RecordBatch"):
+        log.append_arrow({"value": [b"x"]})
+    with pytest.raises(InvalidConfigError, match="settings 'zstd' is not valid; accepted: a BatchSettings or None"):
+        log.append_arrow(keyed_table(1), "zstd")  # type: ignore[arg-type]
+    assert log.log_end_offset == 0
+
+
+def _damage_index(segment: LogSegment, damage: str, other: LogSegment) -> None:
+    """Damage a segment's index the ways a disk or a person does; every index stays loadable."""
+    path = segment.time_index_path if "time" in damage else segment.index_path
+    data = Path(path).read_bytes()
+    if damage.startswith("garbage"):
+        data += np.random.default_rng(len(data)).integers(0, 256, 40, dtype=np.uint8).tobytes()
+    elif damage.startswith("another segment's"):
+        data = Path(other.time_index_path if "time" in damage else other.index_path).read_bytes()
+    elif damage == "time index entry that understates its batch":
+        time_index = TimeIndex.load(path, segment.base_offset)
+        first_ts, last_offset = int(time_index.timestamps[0]) - 1, int(time_index.offsets[-1])
+        data = TimeIndex.encode(segment.base_offset, [first_ts], [last_offset])
+    elif damage == "offset index entry inside a batch":
+        index = OffsetIndex.load(path, segment.base_offset)
+        positions = [int(p) + 1 for p in index.positions]
+        data = OffsetIndex.encode(segment.base_offset, index.offsets.tolist(), positions)
+    Path(path).write_bytes(data)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "garbage after the time index",
+        "garbage after the offset index",
+        "another segment's time index",
+        "another segment's offset index",
+        "time index entry that understates its batch",
+        "offset index entry inside a batch",
+    ],
+)
+def test_lookups_check_the_index_entries_they_use(tmp_path: Path, damage: str) -> None:
+    log, timestamps = _random_timestamps_log(tmp_path)
+    segments = log.segments()
+    assert len(segments) > 3
+    for segment, other in zip(segments[:-1], segments[1:], strict=True):  # the sealed segments
+        _damage_index(segment, damage, other)
+    reader = LogDirectory(tmp_path, LogConfig(segment_bytes=40_000, index_interval_bytes=1000)).partition("t", 0)
+    targets = [0, 999, 1000, 25_000, 49_999, 50_000] + np.random.default_rng(9).integers(0, 51_000, 200).tolist()
+    for target in targets:
+        hits = np.flatnonzero(timestamps >= target)
+        expected = (int(hits[0]), int(timestamps[hits[0]])) if len(hits) else None
+        assert reader.offset_for_timestamp(target) == expected, f"target {target}"
+    offset, ts = reader.offset_for_timestamp(MAX_TIMESTAMP)  # type: ignore[misc]
+    assert ts == int(timestamps.max()) and timestamps[offset] <= ts
+    assert offset >= int(np.argmax(timestamps)), "the batch holding the largest timestamp first"
+    for start in np.random.default_rng(5).integers(0, 3000, 50).tolist():
+        assert next(reader.read_arrow(start)).column("offset")[0].as_py() == start

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TypedDict
 
 import pytest
 
-from pysparklog import BatchSettings, LogConfig, LogDirectory
+from pysparklog import BatchSettings, CorruptRecordError, LogConfig, LogDirectory
 from pysparklog.storage import checkpoints
+from pysparklog.storage.index import OffsetIndex, TimeIndex
 from pysparklog.storage.log import STATE_FILE, LogState, PartitionLog
 from pysparklog.storage.records.arrow_records import encode_arrow
 from pysparklog.storage.records.memory_records import scan
@@ -172,7 +176,7 @@ def test_default_flush_policy_leaves_fsync_to_rolls(tmp_path: Path) -> None:
 
 _WRITER = """
 import sys
-from pysparklog import BatchSettings, LogConfig, LogDirectory
+from pysparklog import BatchSettings, CorruptRecordError, LogConfig, LogDirectory
 from tests.conftest import keyed_table
 log = LogDirectory(sys.argv[1], LogConfig(segment_bytes=200_000)).partition("t", 0)
 start = log.log_end_offset
@@ -212,3 +216,207 @@ def test_kill_9_mid_append_loses_nothing_acknowledged(tmp_path: Path) -> None:
         for key, value in zip(keys, values, strict=True):
             assert value.startswith(key.replace(b"k", b"v", 1) + b":"), "every record is whole"
     assert len(log.segments()) > 1
+
+
+_CUT_SEGMENT_CHECK = """
+import sys
+from pysparklog import LogDirectory
+from tests.conftest import keyed_table
+log = LogDirectory(sys.argv[1]).partition("t", 0)
+view = log.view()
+segment = log.segment(view.segment_bases[-1])
+chunks = list(segment.chunks(0, view.active_size, max_bytes=int(sys.argv[2]), verify_crc=False))
+print(len(chunks), segment.translate_offset(0, view.active_size), segment.largest_timestamp(view.active_size))
+print(sum(b.num_rows for b in log.read_arrow(max_chunk_bytes=int(sys.argv[2]))))
+print(log.append_arrow(keyed_table(1, start=1000)).first_offset)
+"""
+
+
+@pytest.mark.parametrize("max_bytes", [1024, 4096])  # 4096: what a writer reads of the active segment's start
+def test_a_segment_cut_inside_its_first_batch_is_read_and_recovered_without_looping(
+    tmp_path: Path, max_bytes: int
+) -> None:
+    """A machine crash kept the state record and lost the segment's data: every walk over the short file
+    stops, and the next writer runs full recovery (in a child process, so that a loop fails the test)."""
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(10))
+    log.append_arrow(keyed_table(100, start=10))
+    segment = log.segments()[0]
+    first_batch = int(scan(segment.read_bytes(0, segment.size())).sizes[0])
+    assert 1024 < first_batch < 4096 < segment.size(), "the chunk is smaller, then larger than the cut batch"
+    os.truncate(segment.log_path, first_batch - 10)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CUT_SEGMENT_CHECK, str(tmp_path), str(max_bytes)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a walk over the cut segment never ended")
+    assert done.returncode == 0, done.stderr
+    chunks, read, first_offset = done.stdout.splitlines()
+    assert chunks == "0 None (-1, 0)", "nothing whole is left to read"
+    assert read == "0"
+    assert first_offset == "0", "full recovery truncated the segment at its torn first batch"
+    assert read_all(log).column("key").to_pylist() == [b"k1000"]
+
+
+def _damage_active_segment(log: PartitionLog, damage: str, other: PartitionLog) -> None:
+    segment = log.segments()[-1]
+    if damage.startswith("delete"):
+        os.remove({"delete .index": segment.index_path, "delete .timeindex": segment.time_index_path}[damage])
+    elif damage == "truncate .index":
+        os.truncate(segment.index_path, os.path.getsize(segment.index_path) - 3)
+    elif damage.startswith("garbage"):
+        path = segment.index_path if damage == "garbage .index" else segment.time_index_path
+        with open(path, "ab") as f:
+            f.write(bytes(range(1, 25)))  # whole entries: offsets and positions that are not the log's
+    else:
+        shutil.copy(os.path.join(other.directory, STATE_FILE), os.path.join(log.directory, STATE_FILE))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["delete .index", "delete .timeindex", "truncate .index", "garbage .index", "garbage .timeindex", "foreign state"],
+)
+@pytest.mark.parametrize("writer", ["the same process", "a new process"])
+def test_the_next_append_rebuilds_what_is_missing_or_damaged(tmp_path: Path, damage: str, writer: str) -> None:
+    config = LogConfig(segment_bytes=20_000, index_interval_bytes=1000)
+    logs = LogDirectory(tmp_path, config)
+    log = logs.partition("t", 0)
+    log.append_arrow(keyed_table(300), BatchSettings(max_batch_bytes=1500))
+    other = logs.partition("u", 0)
+    for i in range(30):  # another partition whose state record names other segments
+        other.append_arrow(keyed_table(17, start=i * 17), BatchSettings(max_batch_bytes=1500))
+    end = log.log_end_offset
+    _damage_active_segment(log, damage, other)
+
+    appender = log if writer == "the same process" else LogDirectory(tmp_path, config).partition("t", 0)
+    for i in range(3):  # enough to roll
+        info = appender.append_arrow(keyed_table(100, start=end + i * 100), BatchSettings(max_batch_bytes=1500))
+        assert info.first_offset == end + i * 100
+    table = read_all(LogDirectory(tmp_path, config).partition("t", 0))
+    assert table.column("key").to_pylist() == keyed_table(end + 300).column("key").to_pylist()
+
+    segments = log.segments()
+    for segment in segments:
+        assert segment.indexes_intact()
+        build, _valid = segment.rebuild_indexes(segment.size(), config.index_interval_bytes)
+        if segment is not segments[-1]:
+            build.maybe_append_time_entry()  # a roll adds the segment's largest timestamp
+        with open(segment.index_path, "rb") as f:
+            assert f.read() == OffsetIndex.encode(segment.base_offset, build.offsets, build.positions)
+        with open(segment.time_index_path, "rb") as f:
+            assert f.read() == TimeIndex.encode(segment.base_offset, build.time_stamps, build.time_offsets)
+
+
+@pytest.mark.parametrize("segments", ["several segments", "one segment"])
+def test_a_lost_active_log_is_recovered_by_the_next_append(tmp_path: Path, segments: str) -> None:
+    config = LogConfig(segment_bytes=20_000 if segments == "several segments" else 1 << 30)
+    log = LogDirectory(tmp_path, config).partition("t", 0)
+    log.append_arrow(keyed_table(300), BatchSettings(max_batch_bytes=1500))
+    lost = log.segments()[-1]
+    os.remove(lost.log_path)
+    kept = lost.base_offset  # the records of the lost segment are gone: the log ends where it began
+    assert log.append_arrow(keyed_table(5, start=1000)).first_offset == kept
+    keys = read_all(LogDirectory(tmp_path, config).partition("t", 0)).column("key").to_pylist()
+    assert keys == keyed_table(kept).column("key").to_pylist() + keyed_table(5, start=1000).column("key").to_pylist()
+
+
+def test_a_log_that_lost_its_segments_starts_again_at_its_log_start_offset(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path).partition("t", 0)
+    log.append_arrow(keyed_table(100))
+    log.raise_log_start_offset(60)
+    os.remove(log.segments()[0].log_path)
+    assert log.append_arrow(keyed_table(5, start=1000)).first_offset == 60, "Kafka's LogLoader: no offset goes back"
+    assert (log.log_start_offset, log.log_end_offset) == (60, 65)
+    assert [s.base_offset for s in log.segments()] == [60]
+
+
+_CHECKPOINT_DAMAGE = {
+    "bytes that are not UTF-8": b"\xff\xfe\x00garbage\x80\n",
+    "an offset that is not a number": b"0\n1\nt 0 five\n",
+    "fewer entries than its count": b"0\n3\nt 0 5\n",
+    "an unknown version": b"7\n0\n",
+    "an entry of two fields": b"0\n1\nt 0\n",
+}
+
+
+_CHECKPOINT_WRITERS: dict[str, Callable[[PartitionLog], object]] = {
+    "a flush": PartitionLog.flush,
+    "a roll": PartitionLog.roll,
+    "an append that rolls": lambda log: log.append_arrow(
+        keyed_table(300, start=100), BatchSettings(max_batch_bytes=1500)
+    ),
+    "recovery": PartitionLog.recover,
+}
+
+
+@pytest.mark.parametrize("writer", list(_CHECKPOINT_WRITERS))
+@pytest.mark.parametrize("damage", list(_CHECKPOINT_DAMAGE))
+@pytest.mark.parametrize("name", [checkpoints.RECOVERY_POINT_CHECKPOINT, checkpoints.LOG_START_OFFSET_CHECKPOINT])
+def test_a_damaged_log_dir_checkpoint_is_written_again_from_the_state_records(
+    tmp_path: Path, name: str, damage: str, writer: str
+) -> None:
+    logs = LogDirectory(tmp_path, LogConfig(segment_bytes=20_000))
+    other = logs.partition("u", 3)
+    other.append_arrow(keyed_table(50))
+    other.flush()
+    other.raise_log_start_offset(20)
+    log = logs.partition("t", 0)
+    log.append_arrow(keyed_table(100))
+    (tmp_path / name).write_bytes(_CHECKPOINT_DAMAGE[damage])
+    with pytest.raises(CorruptRecordError, match=name):
+        checkpoints.read_offset_checkpoint(str(tmp_path / name))
+    _CHECKPOINT_WRITERS[writer](log)
+    points = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT))
+    starts = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.LOG_START_OFFSET_CHECKPOINT))
+    state = LogState.decode((Path(log.directory) / STATE_FILE).read_bytes())
+    assert state is not None and points == {("u", 3): 50, ("t", 0): state.recovery_point}
+    assert starts == {("u", 3): 20}, "u-3's log start, from its state record"
+    assert read_all(log).num_rows == state.log_end_offset
+
+
+_PARTITION_FILE_READERS: dict[str, Callable[[str], object]] = {
+    checkpoints.LEADER_EPOCH_CHECKPOINT: checkpoints.read_leader_epoch_checkpoint,
+    checkpoints.PARTITION_METADATA: checkpoints.read_partition_metadata,
+}
+
+
+@pytest.mark.parametrize("name", list(_PARTITION_FILE_READERS))
+def test_damaged_partition_files_are_written_again_by_recovery(tmp_path: Path, name: str) -> None:
+    logs = LogDirectory(tmp_path)
+    log = logs.partition("t", 0)
+    log.append_arrow(keyed_table(10))
+    logs.partition("t", 1).append_arrow(keyed_table(10))
+    topic_id = log.topic_id
+    path = Path(log.directory) / name
+    original = path.read_bytes()
+    path.write_bytes(b"\xff\xfe" + original[2:])
+    with pytest.raises(CorruptRecordError, match=f"{name}.*not UTF-8"):
+        _PARTITION_FILE_READERS[name](str(path))
+    new = logs.partition("t", 2)
+    new.append_arrow(keyed_table(1))  # another partition's unreadable file does not stop a new one
+    log.recover()
+    assert path.read_bytes() == original
+    assert new.topic_id == topic_id, "from the partition whose file reads"
+
+
+def test_an_unreadable_producer_snapshot_is_passed_over_and_removed(tmp_path: Path) -> None:
+    log = LogDirectory(tmp_path, LogConfig(segment_bytes=3000)).partition("t", 0)
+    producer = BatchSettings(producer_id=7, producer_epoch=0, base_sequence=0, max_batch_bytes=500)
+    log.append_arrow(keyed_table(100), producer)
+    snapshots = sorted(Path(log.directory).glob("*.snapshot"))
+    assert len(snapshots) > 2
+    latest = snapshots[-1]
+    latest.write_bytes(b"\x00\x01" + bytes(10))  # a CRC that does not match
+    fresh = LogDirectory(tmp_path, LogConfig(segment_bytes=3000)).partition("t", 0)
+    retry = fresh.append_arrow(keyed_table(100), producer)
+    assert (retry.first_offset, retry.last_offset) == (0, 99), "recognised as a retry from the earlier snapshot"
+    assert not latest.exists(), "the writer removed the snapshot it could not read"
+    after = fresh.append_arrow(keyed_table(5, start=100), replace(producer, base_sequence=100))
+    assert after.first_offset == 100

@@ -46,7 +46,7 @@ from pysparklog.storage.locking import FileLock
 from tests.conftest import REPO, read_all
 
 FS_CHECK_DIR_ENV = "PYSPARKLOG_FS_CHECK_DIR"
-STATE_RECORD_SIZE = 106  # pysparklog.state: storage.log.LogState
+STATE_RECORD_SIZE = 114  # pysparklog.state: storage.log.LogState
 
 _TRY_LOCK = """
 import fcntl, os, sys

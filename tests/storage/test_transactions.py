@@ -210,7 +210,7 @@ def test_an_open_transaction_holds_the_last_stable_offset_and_its_end_releases_i
     log.append(producers.marker(5, COMMIT))  # 7
     assert log.last_stable_offset == 8 == log.log_end_offset
     assert offsets(log, committed=True) == [0, 1, 2, 3, 4, 5, 6]
-    assert not any(name.endswith(".txnindex") for name in os.listdir(log.directory)), "a commit writes no entry"
+    assert set(all_txn_index_bytes(log).values()) == {b""}, "a commit writes no entry"
 
 
 def test_an_abort_writes_kafkas_txnindex_entry_and_read_committed_skips_its_records(tmp_path: Path) -> None:
@@ -221,7 +221,7 @@ def test_an_abort_writes_kafkas_txnindex_entry_and_read_committed_skips_its_reco
     log.append(producers.data(6, 1))  # 4
     log.append(producers.data(5, 1))  # 5
     path = Path(log.segments()[0].txn_index_path)
-    assert not path.exists(), "created with its first entry, as Kafka creates it"
+    assert path.read_bytes() == b"", "created with the segment, empty until a transaction is aborted in it"
     log.append(producers.marker(5, ABORT))  # 6: producer 6's transaction, from 4, is still open
     assert path.read_bytes() == struct.pack(">hqqqq", 0, 5, 2, 6, 4)
     assert log.last_stable_offset == 4
@@ -284,6 +284,83 @@ def test_one_append_rolling_in_the_middle_puts_each_entry_in_its_markers_segment
     for part in parts:
         separate.append(part)
     assert all_txn_index_bytes(separate) == all_txn_index_bytes(log)
+
+
+def _aborts_in_three_segments(path: Path) -> tuple[PartitionLog, Model]:
+    """A log whose first two segments each hold an aborted and a committed transaction, the active one an abort."""
+    log = open_log(path)
+    producers, model = Producers(), Model()
+    for segment in range(3):
+        for pid, kind in ((10 + segment, ABORT), (20 + segment, COMMIT)):
+            log.append(producers.data(pid, 3, model.end))
+            model.data(pid, 3)
+            log.append(plain(1, model.end))
+            model.plain(1)
+            log.append(producers.marker(pid, kind))
+            model.marker(pid, kind)
+        if segment < 2:
+            log.roll()
+    assert [len(txn_index(log, s.base_offset)) for s in log.segments()] == [1, 1, 1]
+    return log, model
+
+
+_TXN_INDEX_DAMAGE = {
+    "deleted": lambda path: path.unlink(),
+    "cut inside its entry": lambda path: path.write_bytes(path.read_bytes()[:20]),
+    "an unknown version": lambda path: path.write_bytes(b"\x00\x07" + path.read_bytes()[2:]),
+    "a repeated entry": lambda path: path.write_bytes(path.read_bytes() * 2),
+}
+
+
+@pytest.mark.parametrize("damage", list(_TXN_INDEX_DAMAGE))
+@pytest.mark.parametrize("segment", [0, 2], ids=["sealed segment", "active segment"])
+def test_a_lost_or_damaged_txnindex_is_rebuilt_before_read_committed_answers(
+    tmp_path: Path, damage: str, segment: int
+) -> None:
+    log, model = _aborts_in_three_segments(tmp_path)
+    written = all_txn_index_bytes(log)
+    victim = Path(log.segments()[segment].txn_index_path)
+    _TXN_INDEX_DAMAGE[damage](victim)
+    reader = open_log(tmp_path)  # another process
+    assert offsets(reader, committed=True) == model.committed(0, model.end)
+    assert all_txn_index_bytes(log) == written, "rebuilt as the writer wrote it"
+    _TXN_INDEX_DAMAGE[damage](victim)
+    assert log.aborted_transactions(0, model.end) == model.aborted
+
+
+def test_a_writer_rebuilds_the_active_txnindex_before_adding_to_it(tmp_path: Path) -> None:
+    log, model = _aborts_in_three_segments(tmp_path)
+    producers = Producers()
+    active = Path(log.segments()[-1].txn_index_path)
+    active.unlink()
+    log.append(producers.data(30, 2, model.end))
+    model.data(30, 2)
+    log.append(producers.marker(30, ABORT))
+    model.marker(30, ABORT)
+    assert txn_index(log, log.segments()[-1].base_offset) == model.aborted[-2:], "the lost entry and the new one"
+    check_against(open_log(tmp_path), model, random.Random(0))
+
+
+def test_where_txnindex_files_start_is_recorded_by_the_next_writer_of_an_older_log(tmp_path: Path) -> None:
+    """Before version 2 of the state record a segment had a .txnindex only once a transaction was aborted in
+    it: there a missing file means none, and the next writer records from which segment on every one has it."""
+    log, model = _aborts_in_three_segments(tmp_path)
+    for segment in log.segments():
+        if not txn_index(log, segment.base_offset):
+            os.remove(segment.txn_index_path)
+    state_path = Path(log.directory) / STATE_FILE
+    state = LogState.decode(state_path.read_bytes())
+    assert state is not None and state.txn_indexes_from == 0
+    fields = [getattr(state, f) for f in LogState.__slots__[:9]]
+    body = struct.pack(">4sh16sqqqqqqqqqq", b"PSLG", 1, state.boot_id, *fields, state.first_unstable_offset)
+    state_path.write_bytes(body + struct.pack(">I", crc32c.crc32c(body)))
+    os.remove(log.segments()[0].txn_index_path)  # lost, but nothing says it existed: read as Kafka reads it
+    reader = open_log(tmp_path)
+    assert reader.aborted_transactions(0, model.end) == model.aborted[1:]
+    reader.append(plain(1, model.end))
+    upgraded = LogState.decode(state_path.read_bytes())
+    active_base = log.segments()[-1].base_offset
+    assert upgraded is not None and upgraded.txn_indexes_from == active_base
 
 
 # -- other processes, crashes, older records ---------------------------------------------------------
@@ -357,7 +434,7 @@ def test_a_version_0_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
     assert offsets(reader, committed=True) == [0]
     reader.append(plain(1))  # the next writer records it
     upgraded = LogState.decode(state_path.read_bytes())
-    assert upgraded is not None and upgraded.first_unstable_offset == 1 and len(state_path.read_bytes()) == 106
+    assert upgraded is not None and upgraded.first_unstable_offset == 1 and len(state_path.read_bytes()) == 114
 
 
 def test_a_log_without_a_state_record_derives_the_last_stable_offset(tmp_path: Path) -> None:
@@ -409,7 +486,8 @@ def _keyed(keys: list[bytes], values: list[bytes], ts: int) -> pa.Table:
     )
 
 
-def test_compaction_keeps_the_entries_of_aborted_transactions_with_batches_left(tmp_path: Path) -> None:
+@pytest.mark.parametrize("txnindex", ["kept", "lost"])
+def test_compaction_keeps_the_entries_of_aborted_transactions_with_batches_left(tmp_path: Path, txnindex: str) -> None:
     now = T0 + 10 * DAY  # the producers have expired: no empty batch is kept for them
     config = {"cleanup_policy": frozenset({"compact"}), "min_cleanable_dirty_ratio": 0.0, "delete_retention_ms": 0}
     log = open_log(tmp_path, **config)
@@ -432,6 +510,8 @@ def test_compaction_keeps_the_entries_of_aborted_transactions_with_batches_left(
     before = read_all(log, isolation_level="read_committed").column("value").to_pylist()
     assert before == [b"a0", b"b0", b"committed", b"c0"]
     assert txn_index(log, 0) == [AbortedTxn(5, 2, 4, 3)]
+    if txnindex == "lost":  # the cleaner rebuilds it before it decides what the cleaned segment keeps
+        os.remove(log.segments()[0].txn_index_path)
 
     assert clean_log(log, now).cleaned
     # The aborted batch is gone; its entry stays with the cleaned segment while the round saw a batch of it.
