@@ -335,6 +335,11 @@ class LogView:
     def end_of(self, base: int, segment: LogSegment) -> int:
         return self.active_size if base == self.segment_bases[-1] else segment.size()
 
+    def offsets_below(self, base: int) -> int:
+        """The bound of the offsets the segment at ``base`` may hold: the next segment's base, or the log end."""
+        i = bisect.bisect_right(self.segment_bases, base)
+        return self.segment_bases[i] if i < len(self.segment_bases) else self.log_end_offset
+
 
 @dataclass(slots=True)
 class _ActiveSegment:
@@ -778,7 +783,9 @@ class PartitionLog:
             found = segment.translate_offset(start, seg_end)
             if found is None:
                 continue
-            for chunk in segment.chunks(found[0], seg_end, max_bytes=max_chunk_bytes):
+            for chunk in segment.chunks(
+                found[0], seg_end, max_bytes=max_chunk_bytes, offsets_below=view.offsets_below(base)
+            ):
                 entries = chunk.entries
                 keep = ~entries.is_control
                 if aborted is not None:
@@ -825,7 +832,7 @@ class PartitionLog:
             best: tuple[int, int] | None = None
             for base in view.segment_bases:
                 seg = self.segment(base)
-                ts, offset = seg.largest_timestamp(view.end_of(base, seg))
+                ts, offset = seg.largest_timestamp(view.end_of(base, seg), view.offsets_below(base))
                 if ts >= 0 and (best is None or ts > best[1]):
                     best = (offset, ts)
             return best
@@ -837,11 +844,13 @@ class PartitionLog:
         for base in view.segment_bases:
             seg = self.segment(base)
             end = view.end_of(base, seg)
-            largest = seg.largest_timestamp(end)[0]
+            largest = seg.largest_timestamp(end, view.offsets_below(base))[0]
             if largest < 0:
+                if len(seg.time_index()):
+                    continue  # the records its time index describes are gone: damage, not an emptied segment
                 largest = int(os.path.getmtime(seg.log_path) * 1000)
             if largest >= timestamp:
-                return seg.find_offset_by_timestamp(timestamp, view.log_start_offset, end)
+                return seg.find_offset_by_timestamp(timestamp, view.log_start_offset, end, view.offsets_below(base))
         return None
 
     # -- writing ------------------------------------------------------------------------------
@@ -1499,7 +1508,8 @@ class PartitionLog:
         for i in range(first, len(bases)):
             segment = self.segment(bases[i])
             size = segment.size()
-            build, valid = segment.rebuild_indexes(size, self._config.index_interval_bytes)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            build, valid = segment.rebuild_indexes(size, self._config.index_interval_bytes, next_base)
             build.maybe_append_time_entry()
             segment.write_indexes(build)
             segment.write_txn_index(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns))

@@ -78,6 +78,20 @@ def _entry_size(buf: np.ndarray) -> int:
     return int.from_bytes(buf[8:LOG_OVERHEAD].tobytes(), "big", signed=True) + LOG_OVERHEAD
 
 
+def misplaced_entry(entries: EntryTable, after: int, below: int | None) -> int:
+    """The first entry whose offsets do not rise above the previous entry's (above ``after`` for the first)
+    or reach ``below`` (None: no bound), or -1: such an entry cannot be in this place of the log."""
+    first, last = entries.base_offsets, entries.last_offsets
+    if not len(first):
+        return -1
+    previous = np.concatenate((np.array([after], dtype=np.int64), last[:-1]))
+    wrong = (first <= previous) | (last < first)
+    if below is not None:
+        wrong |= last >= below
+    found = np.flatnonzero(wrong)
+    return int(found[0]) if len(found) else -1
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """Complete entries read from a segment: ``buf`` starts at file position ``position``."""
@@ -238,7 +252,13 @@ class LogSegment:
         return index if check[1] else None
 
     def _chunks_from_index(
-        self, offset: int, end: int, *, verify_crc: bool, max_bytes: int = READ_CHUNK_BYTES
+        self,
+        offset: int,
+        end: int,
+        *,
+        verify_crc: bool,
+        max_bytes: int = READ_CHUNK_BYTES,
+        offsets_below: int | None = None,
     ) -> Iterator[Chunk]:
         """``chunks`` from the offset-index entry at or below ``offset`` (from the start without one).
 
@@ -248,7 +268,7 @@ class LogSegment:
         """
         index = self._usable_offset_index(end)
         indexed, position = index.lookup(offset) if index is not None else (self.base_offset, 0)
-        chunks = self.chunks(position, end, max_bytes=max_bytes, verify_crc=verify_crc)
+        chunks = self.chunks(position, end, max_bytes=max_bytes, verify_crc=verify_crc, offsets_below=offsets_below)
         if position > 0:
             try:
                 first = next(chunks, None)
@@ -258,7 +278,7 @@ class LogSegment:
                 yield first
             else:
                 self._index_check = (index, end, False) if index is not None else None
-                chunks = self.chunks(0, end, max_bytes=max_bytes, verify_crc=verify_crc)
+                chunks = self.chunks(0, end, max_bytes=max_bytes, verify_crc=verify_crc, offsets_below=offsets_below)
         yield from chunks
 
     # -- reading ------------------------------------------------------------------------------
@@ -271,7 +291,14 @@ class LogSegment:
         return np.frombuffer(data, dtype=np.uint8)[: got or 0]
 
     def chunks(
-        self, start: int, end: int, *, max_bytes: int = READ_CHUNK_BYTES, verify_crc: bool = True, strict: bool = True
+        self,
+        start: int,
+        end: int,
+        *,
+        max_bytes: int = READ_CHUNK_BYTES,
+        verify_crc: bool = True,
+        strict: bool = True,
+        offsets_below: int | None = None,
     ) -> Iterator[Chunk]:
         """Complete entries from ``start`` up to ``end``, in chunks of about ``max_bytes``.
 
@@ -283,11 +310,17 @@ class LogSegment:
         Every pass either moves past the entries it returns or reads more bytes than the pass
         before, up to ``end``: the walk ends on any file.
 
+        With ``offsets_below`` (the next segment's base offset, or the log end for the active one) every
+        entry's offsets are checked to belong to this segment: at or above its base, below that bound and
+        increasing. A segment file holding another segment's batches (a file copied or swapped in) is then
+        an error rather than records at offsets that were never written.
+
         Raises:
-            CorruptRecordError: A checksum or size field is wrong (when ``verify_crc``), naming the
-                file and position.
+            CorruptRecordError: A checksum or size field is wrong (when ``verify_crc``), or an entry's
+                offsets do not belong to the segment, naming the file and position.
         """
         pos = start
+        after = self.base_offset - 1  # the last offset before the walk: offsets must rise above it
         with open(self.log_path, "rb", buffering=0) as f:
             while pos < end:
                 want = min(max(max_bytes, LOG_OVERHEAD), end - pos)  # enough to read an entry's size
@@ -312,6 +345,18 @@ class LogSegment:
                         from pysparklog.storage.records.memory_records import verify_crcs
 
                         verify_crcs(buf, entries.select(slice(bad, bad + 1)), file=self.log_path, base_position=pos)
+                if offsets_below is not None:
+                    bad = misplaced_entry(entries, after, offsets_below)
+                    if bad >= 0:
+                        floor = after if bad == 0 else int(entries.last_offsets[bad - 1])
+                        raise CorruptRecordError(
+                            f"batch of offsets {int(entries.base_offsets[bad])}..{int(entries.last_offsets[bad])} "
+                            f"does not belong to segment {self.base_offset}: its offsets must rise above "
+                            f"{floor} and stay below {offsets_below}",
+                            file=self.log_path,
+                            position=pos + int(entries.positions[bad]),
+                        )
+                    after = int(entries.last_offsets[-1])
                 yield Chunk(buf, pos, entries)
                 if entries.corrupt:
                     return
@@ -340,20 +385,22 @@ class LogSegment:
             last = int(chunk.entries.last_offsets[-1])
         return last + 1
 
-    def largest_timestamp(self, end: int) -> tuple[int, int]:
+    def largest_timestamp(self, end: int, offsets_below: int | None = None) -> tuple[int, int]:
         """(max timestamp, offset of the batch holding it) over the segment; (-1, base) when empty.
 
         Starts from the last time-index entry and scans only the batches after it (all of them when
         the entry proves wrong: its batch does not have its timestamp, or an earlier one has more).
         """
         ts, offset = self._time_entry(_LAST_TIMESTAMP)
-        found = self._scan_by_time(ts, offset, _LAST_TIMESTAMP, self.base_offset, end)
+        found = self._scan_by_time(ts, offset, _LAST_TIMESTAMP, self.base_offset, end, offsets_below)
         if found is _UNCONFIRMED:
-            found = self._scan_by_time(-1, self.base_offset, _LAST_TIMESTAMP, self.base_offset, end)
+            found = self._scan_by_time(-1, self.base_offset, _LAST_TIMESTAMP, self.base_offset, end, offsets_below)
         assert isinstance(found, tuple)
         return found
 
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int, end: int) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(
+        self, timestamp: int, start_offset: int, end: int, offsets_below: int | None = None
+    ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= target and offset >= ``start_offset``.
 
         Kafka's algorithm: time index, then offset index, then the first batch whose max timestamp
@@ -362,9 +409,9 @@ class LogSegment:
         segment's first batch at or past ``start_offset``.
         """
         ts, offset = self._time_entry(timestamp)
-        found = self._scan_by_time(ts, offset, timestamp, start_offset, end)
+        found = self._scan_by_time(ts, offset, timestamp, start_offset, end, offsets_below)
         if found is _UNCONFIRMED:
-            found = self._scan_by_time(-1, self.base_offset, timestamp, start_offset, end)
+            found = self._scan_by_time(-1, self.base_offset, timestamp, start_offset, end, offsets_below)
         assert not isinstance(found, _Unconfirmed)
         return found
 
@@ -374,7 +421,7 @@ class LogSegment:
         return index.lookup(timestamp) if index is not None else (-1, self.base_offset)
 
     def _scan_by_time(
-        self, entry_ts: int, entry_offset: int, target: int, start_offset: int, end: int
+        self, entry_ts: int, entry_offset: int, target: int, start_offset: int, end: int, offsets_below: int | None
     ) -> tuple[int, int] | None | _Unconfirmed:
         """The scan of ``find_offset_by_timestamp`` (or of ``largest_timestamp``, with target
         ``_LAST_TIMESTAMP``) from the time-index entry (``entry_ts``, ``entry_offset``); -1: no entry.
@@ -389,7 +436,7 @@ class LogSegment:
         skips = entry_ts >= 0 and entry_offset > start_offset  # the entry lets the scan skip batches
         best = (entry_ts, entry_offset) if skips else (-1, self.base_offset)  # a scan from the start finds it
         scan_from = entry_offset if skips else start_offset
-        for chunk in self._chunks_from_index(scan_from, end, verify_crc=not largest):
+        for chunk in self._chunks_from_index(scan_from, end, verify_crc=not largest, offsets_below=offsets_below):
             entries = chunk.entries
             # As lists: a chunk holds few batches per segment here, and list work costs less than numpy's calls.
             last: list[int] = entries.last_offsets.tolist()
@@ -434,27 +481,32 @@ class LogSegment:
 
     # -- recovery -----------------------------------------------------------------------------
 
-    def rebuild_indexes(self, end: int, interval: int) -> tuple[IndexBuild, int]:
+    def rebuild_indexes(self, end: int, interval: int, offsets_below: int | None = None) -> tuple[IndexBuild, int]:
         """Walk the segment, validating every entry, and derive its index entries.
 
         Follows ``LogSegment.recover``: stops at the first entry that is incomplete, has a wrong
-        checksum, or whose offsets do not fit the segment.
+        checksum, or whose offsets do not fit the segment (below its base, not above the previous
+        entry's, or at or past ``offsets_below``, the next segment's base).
 
         Returns:
             (the derived index state, the number of valid bytes)
         """
         build = IndexBuild(self.base_offset, interval)
         valid = 0
+        after = self.base_offset - 1
         for chunk in self.chunks(0, end, verify_crc=False, strict=False):
             entries = chunk.entries
             bad = entry_crc_error(chunk.buf, entries)
+            misplaced = misplaced_entry(entries, after, offsets_below)
             last = entries.last_offsets
             out_of_range = np.flatnonzero(
                 (entries.base_offsets < self.base_offset)
                 | (last - self.base_offset > 2**31 - 1)
                 | (entries.column(k.E_LAST_OFFSET_DELTA) < 0)
             )
-            stop = min([len(entries)] + ([bad] if bad >= 0 else []) + out_of_range[:1].tolist())
+            stop = min([len(entries)] + [i for i in (bad, misplaced) if i >= 0] + out_of_range[:1].tolist())
+            if len(entries):
+                after = int(last[-1])
             rows = entries.rows[:stop, [k.E_POSITION, k.E_SIZE, k.E_MAX_TIMESTAMP]].tolist()
             for (pos, size, max_ts), last_offset in zip(rows, last[:stop].tolist(), strict=True):
                 build.add(chunk.position + pos, last_offset, max_ts)

@@ -29,6 +29,7 @@ What damage may cost, and nothing more (``Damage``):
   batch and deletes the later segments, as Kafka's does);
 - a ``.log`` replaced by (or swapped with) another partition's copy holds that partition's valid
   batches: records equal to that partition's at the same offset cannot be told apart, and are accepted;
+  once such a partition is compacted, their keys may remove its own earlier records with those keys;
 - a COMMIT or ABORT marker in damaged bytes leaves its transaction open: read_committed readers may
   stop at its first offset, and a later marker of its producer may end it either way, as in Kafka;
 - records the exercise appends count as the others once recovery runs after them, which truncates at
@@ -406,6 +407,8 @@ class _Exercise:
         counts once recovery ran after the append: it truncates at the damage, whatever came after."""
         if offset in self.appended.get(tp, {}) and not self.recovered_after_appends:
             return False
+        if tp in self.damage.donors and tp[0] in self.compacted:
+            return True  # the copied-in batches' keys come again later than this partition's own records
         return self.damage.may_lose(tp, offset, self.recovered)
 
     def _compactable(self, tp: TopicPartitionKey) -> set[int]:

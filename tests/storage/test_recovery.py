@@ -420,3 +420,40 @@ def test_an_unreadable_producer_snapshot_is_passed_over_and_removed(tmp_path: Pa
     assert not latest.exists(), "the writer removed the snapshot it could not read"
     after = fresh.append_arrow(keyed_table(5, start=100), replace(producer, base_sequence=100))
     assert after.first_offset == 100
+
+
+def _segment_files(log: PartitionLog) -> list[str]:
+    return sorted(n for n in os.listdir(log.directory) if n.endswith(".log"))
+
+
+def test_a_segment_holding_another_segments_batches_is_an_error_then_recovered(tmp_path: Path) -> None:
+    logs = LogDirectory(tmp_path, LogConfig(segment_bytes=3000))
+    log = logs.partition("t", 0)
+    log.append_arrow(keyed_table(60), BatchSettings(max_batch_records=4))
+    first, second = _segment_files(log)[:2]
+    # The first segment's name now holds the second's batches (offsets above the next segment's base).
+    shutil.copy(os.path.join(log.directory, second), os.path.join(log.directory, first))
+    with pytest.raises(CorruptRecordError, match="does not belong to segment 0"):
+        read_all(logs.partition("t", 0))
+    with pytest.raises(CorruptRecordError, match="does not belong to segment 0"):
+        logs.partition("t", 0).offset_for_timestamp(0)
+    # A recovery that revalidates the segment (here from offset 0, after a lost state record and recovery
+    # point) truncates at the misplaced batches, as at any invalid batch; the log is readable again.
+    os.remove(os.path.join(log.directory, STATE_FILE))
+    os.remove(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT)
+    recovered = logs.partition("t", 0)
+    recovered.recover()
+    assert recovered.log_end_offset == 0
+    assert read_all(recovered).num_rows == 0
+
+
+def test_offset_for_timestamp_passes_over_a_sealed_segment_whose_records_are_gone(tmp_path: Path) -> None:
+    logs = LogDirectory(tmp_path, LogConfig(segment_bytes=2000))
+    log = logs.partition("t", 0)
+    log.append_arrow(keyed_table(60), BatchSettings(max_batch_records=5))
+    segments = _segment_files(log)
+    assert len(segments) > 2
+    os.truncate(os.path.join(log.directory, segments[0]), 0)
+    # Its time index still describes records, so it is damage, not a segment compaction emptied.
+    found = logs.partition("t", 0).offset_for_timestamp(0)
+    assert found is not None and found[0] == int(segments[1].split(".")[0])
