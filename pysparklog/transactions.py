@@ -353,9 +353,17 @@ class TransactionCoordinator:
         path = self._paths(transactional_id)[0]
         try:
             with open(path, "rb") as f:
-                return TransactionMetadata.decode(f.read(), path)
+                meta = TransactionMetadata.decode(f.read(), path)
         except FileNotFoundError:
             return None
+        if meta.transactional_id != transactional_id:
+            # Another id's file under this name (copied or restored in the wrong place): using it would give
+            # two ids one producer session, each taking the other's batches for retries of its own.
+            raise CorruptRecordError(
+                f"transaction state file {path} holds the state of transactional id {meta.transactional_id!r}, "
+                f"not of {transactional_id!r}"
+            )
+        return meta
 
     def transactional_ids(self, prefix: str = "") -> list[str]:
         """The ids with a state file, sorted; only those starting with ``prefix`` when given."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pysparklog.errors import InvalidConfigError, ProducerFencedError, PySparkLogError
+from pysparklog.errors import CorruptRecordError, InvalidConfigError, ProducerFencedError, PySparkLogError
 from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings
@@ -236,3 +236,20 @@ def test_a_prepared_transaction_outlives_its_timeout(logs: LogDirectory) -> None
     coordinator.end_transaction("two-phase", session, commit=True)
     meta = coordinator.describe("two-phase")
     assert meta is not None and meta.state is TransactionState.COMPLETE_COMMIT
+
+
+def test_another_ids_state_file_under_an_ids_name_is_refused(logs: LogDirectory) -> None:
+    for transactional_id in ("a", "b"):
+        with Producer(logs, ProducerConfig.from_properties({"transactional.id": transactional_id})) as producer:
+            producer.init_transactions()
+    coordinator = TransactionCoordinator(logs)
+    copied = coordinator._paths("b")[0]
+    with open(copied, "rb") as f:
+        data = f.read()
+    with open(coordinator._paths("a")[0], "wb") as f:
+        f.write(data)
+    # Used, it would give both ids one producer session: each would take the other's batches for retries.
+    with pytest.raises(CorruptRecordError, match="holds the state of transactional id 'b', not of 'a'"):
+        coordinator.describe("a")
+    with pytest.raises(CorruptRecordError, match="not of 'a'"):
+        Producer(logs, ProducerConfig.from_properties({"transactional.id": "a"})).init_transactions()
