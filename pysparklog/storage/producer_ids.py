@@ -14,12 +14,21 @@ topic metadata is changed under), so concurrent processes never get the same id,
 replaced atomically and fsynced before the id is handed out: a crash leaves the old content or the
 new, and an id handed out is on disk first, so it is never handed out again. A crash may lose an
 id that was reserved but not yet returned; ids are plentiful (int64), so that costs nothing.
+
+A log directory that holds partitions but no such file has lost it (deleted, or restored without
+it). Starting again at 0 would hand out ids that batches in the logs already carry, and a new
+producer's batches would pass for retries of an old one's, acknowledged and never written. The
+count then restarts above every id that can have been handed out: at the current time in
+microseconds, which exceeds the ids of a directory that handed out fewer than one per microsecond
+of its life, restarts included.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import time
 
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, PySparkLogError
 from pysparklog.storage.checkpoints import write_atomically
@@ -29,6 +38,7 @@ from pysparklog.storage.topic_config import read_bytes
 
 PRODUCER_IDS_FILE = "pysparklog-producer-ids"
 PRODUCER_IDS_VERSION = 1
+_PARTITION_DIR = re.compile(r".+-\d+")
 
 
 def allocate_producer_id(log_dir: str | os.PathLike[str]) -> int:
@@ -51,6 +61,8 @@ def allocate_producer_id(log_dir: str | os.PathLike[str]) -> int:
         with lock.exclusive():
             _remove_stale_temporary_files(directory)
             producer_id = _read_next(path)
+            if producer_id is None:
+                producer_id = _after_loss() if _holds_partitions(directory) else 0
             if producer_id == LONG_MAX:
                 raise PySparkLogError(f"every producer id up to {LONG_MAX} has been handed out ({path})")
             document = {"version": PRODUCER_IDS_VERSION, "next_producer_id": producer_id + 1}
@@ -60,11 +72,11 @@ def allocate_producer_id(log_dir: str | os.PathLike[str]) -> int:
         lock.close()
 
 
-def _read_next(path: str) -> int:
-    """The next free id recorded in ``path``; 0 when the file does not exist yet."""
+def _read_next(path: str) -> int | None:
+    """The next free id recorded in ``path``; None when there is no such file."""
     data = read_bytes(path)
     if data is None:
-        return 0
+        return None
     try:
         document = json.loads(data)
         version, next_id = document["version"], document["next_producer_id"]
@@ -81,6 +93,19 @@ def _read_next(path: str) -> int:
             f"next_producer_id {next_id!r} is not an integer from 0 to {LONG_MAX}", file=path, position=0
         )
     return next_id
+
+
+def _holds_partitions(directory: str) -> bool:
+    """Whether ``directory`` has ``<topic>-<partition>`` directories, whose logs may carry producer ids."""
+    return any(
+        _PARTITION_DIR.fullmatch(name) and os.path.isdir(os.path.join(directory, name))
+        for name in os.listdir(directory)
+    )
+
+
+def _after_loss() -> int:
+    """The first id after a lost id file: above every id a directory can have handed out (module docstring)."""
+    return time.time_ns() // 1000
 
 
 def _remove_stale_temporary_files(directory: str) -> None:

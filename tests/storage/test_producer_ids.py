@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,17 @@ def test_a_file_that_is_not_ours_is_reported(tmp_path: Path, content: bytes, mes
 def test_the_log_directory_must_exist(tmp_path: Path) -> None:
     with pytest.raises(InvalidLogDirectoryError, match="does not exist"):
         allocate_producer_id(tmp_path / "missing")
+
+
+def test_a_lost_file_restarts_above_every_id_handed_out(tmp_path: Path) -> None:
+    os.makedirs(tmp_path / "t-0")  # a directory with logs, whose batches may carry the ids handed out
+    first = [allocate_producer_id(tmp_path) for _ in range(3)]
+    os.remove(tmp_path / PRODUCER_IDS_FILE)
+    after = allocate_producer_id(tmp_path)
+    assert after > max(first)
+    assert allocate_producer_id(tmp_path) == after + 1
+
+
+def test_a_new_directory_starts_at_0_with_or_without_other_files(tmp_path: Path) -> None:
+    (tmp_path / "server.properties").write_text("num.partitions=1\n")
+    assert allocate_producer_id(tmp_path) == 0
