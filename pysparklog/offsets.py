@@ -89,7 +89,7 @@ from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings
 from pysparklog.storage.records.default_records import RECORD_BATCH_OVERHEAD
 from pysparklog.storage.topic_config import ConfigKey, ConfigType, ServerProperties, normalize_overrides
-from pysparklog.storage.topics import validate_topic_name
+from pysparklog.storage.topics import validate_topic_name, validate_topic_partitions
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -493,6 +493,7 @@ class OffsetStore:
         self._log_dir = log_dir if isinstance(log_dir, LogDirectory) else LogDirectory(log_dir)
         server = self._log_dir.topics.server_properties()
         self._configured_partitions = _broker_int(server, OFFSETS_TOPIC_PARTITIONS)
+        validate_topic_partitions(self._configured_partitions, f"{server.path}: {OFFSETS_TOPIC_PARTITIONS.name}")
         segment_bytes = _broker_int(server, OFFSETS_TOPIC_SEGMENT_BYTES)
         try:
             self._topic_configs = normalize_overrides(

@@ -22,6 +22,7 @@ from pysparklog.errors import (
     GroupNotEmptyError,
     InvalidConfigError,
     InvalidOffsetError,
+    InvalidPartitionsError,
     InvalidTopicError,
     UnknownTopicError,
 )
@@ -617,3 +618,9 @@ def test_kafkas_dump_log_segments_decodes_our_offsets(store: OffsetStore, kafka_
     assert f"key: {json.dumps(key, separators=(',', ':'))} payload: " in records[0]
     assert json.loads(records[0].split(" payload: ", 1)[1]) == value
     assert records[1].endswith(f"key: {json.dumps(key, separators=(',', ':'))} payload: <DELETE>")
+
+
+def test_a_consumer_offsets_partition_count_above_a_topics_bound_is_refused(tmp_path: Path) -> None:
+    (tmp_path / SERVER_PROPERTIES).write_text("offsets.topic.num.partitions=2147483647\n")
+    with pytest.raises(InvalidPartitionsError, match="offsets.topic.num.partitions = 2147483647 is invalid"):
+        OffsetStore(tmp_path)
