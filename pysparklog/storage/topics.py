@@ -72,6 +72,9 @@ from pysparklog.storage.topic_config import (
 TOPICS_FILE = "pysparklog-topics.json"
 METADATA_VERSION = 1
 MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH: "<topic>-<partition>" must fit a file name
+#: Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME: the KRaft metadata log. A broker's log directory holds it as
+#: ``__cluster_metadata-0``, but it is no topic: no broker lists it, and Kafka refuses to create it.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 #: The most partitions a topic may have. Kafka's controller refuses to create more than about this many in one
 #: request ("Unable to perform excessively large batch operation.": QuorumController's 10000 records per
 #: operation, one per partition); here it bounds the topic, so that every command visiting its partitions stays
@@ -304,14 +307,15 @@ class TopicStore:
         return ZERO_TOPIC_ID
 
     def names(self) -> list[str]:
-        """Every topic, sorted, with those made by appends; removes what a crashed deletion left behind."""
+        """Every topic, sorted, with those made by appends, as a broker lists them: a copied KRaft metadata log
+        (``__cluster_metadata-0``) is readable by name but no topic. Removes what a crashed deletion left behind."""
         metadata = self._read()
         if metadata.deleting:
             with self._transaction() as metadata:
                 pass  # a transaction finishes the deletion a crash interrupted
         self._remove_deleted_dirs()
         on_disk = {topic for topic, _ in partition_dirs(self.log_dir)}
-        return sorted(metadata.topics.keys() | (on_disk - metadata.deleting.keys()))
+        return sorted(metadata.topics.keys() | (on_disk - metadata.deleting.keys() - {CLUSTER_METADATA_TOPIC}))
 
     def get(self, name: str) -> TopicMetadata:
         """The metadata of a topic.
@@ -396,12 +400,15 @@ class TopicStore:
             progress: Told as partition directories are made.
 
         Raises:
-            InvalidTopicError: An illegal name, or one colliding with an existing topic's (``a.b`` and ``a_b``).
+            InvalidTopicError: An illegal name, ``__cluster_metadata``, or one colliding with an existing topic's
+                (``a.b`` and ``a_b``).
             InvalidPartitionsError: A partition count (or ``num.partitions``) outside 1 to ``MAX_PARTITIONS``.
             InvalidConfigError: An unknown config or a value Kafka refuses.
             TopicExistsError: The topic exists (with an entry, or made by appends).
         """
         validate_topic_name(name)
+        if name == CLUSTER_METADATA_TOPIC:
+            raise InvalidTopicError(f"Creation of internal topic {name} is prohibited.")
         if partitions is not None:
             validate_topic_partitions(partitions)
         overrides = normalize_overrides(configs or {})

@@ -274,6 +274,18 @@ def test_topics_made_by_appends_are_listed_and_adopted_with_their_id(tmp_path: P
     assert logs.topics.alter_partitions("implicit", 4).topic_id == topic_id
 
 
+def test_a_kraft_metadata_log_is_read_by_name_but_no_topic(tmp_path: Path) -> None:
+    """A broker's log directory holds ``__cluster_metadata-0``: no broker lists it as a topic, and Kafka refuses to
+    create one of that name."""
+    logs = LogDirectory(tmp_path)
+    logs.partition("__cluster_metadata", 0).append_arrow(keyed_table(3))
+    logs.partition("__consumer_offsets", 0).append_arrow(keyed_table(1))
+    assert logs.topics.names() == ["__consumer_offsets"]
+    assert logs.topics.get("__cluster_metadata").partitions == 1
+    with pytest.raises(InvalidTopicError, match="Creation of internal topic __cluster_metadata is prohibited."):
+        _store(tmp_path / "new").create("__cluster_metadata")
+
+
 def test_directories_without_partition_metadata_get_an_id_when_adopted(tmp_path: Path) -> None:
     (tmp_path / "bare-0").mkdir()
     store = _store(tmp_path)
