@@ -22,6 +22,7 @@ from pysparklog.transactions import (
     ProducerSession,
     TransactionCoordinator,
     TransactionState,
+    validate_transactional_id,
 )
 from tests.conftest import keyed_table
 
@@ -236,3 +237,12 @@ def test_a_prepared_transaction_outlives_its_timeout(logs: LogDirectory) -> None
     coordinator.end_transaction("two-phase", session, commit=True)
     meta = coordinator.describe("two-phase")
     assert meta is not None and meta.state is TransactionState.COMPLETE_COMMIT
+
+
+@pytest.mark.parametrize("transactional_id", ["", "\udcff", None])
+def test_transactional_ids_are_non_empty_utf8_text(transactional_id: str) -> None:
+    """``\\udcff`` is what a command-line byte that is not UTF-8 becomes; it made a UnicodeEncodeError."""
+    with pytest.raises(
+        InvalidConfigError, match="transactional.id = .* is invalid; accepted: a non-empty string of UTF-8"
+    ):
+        validate_transactional_id(transactional_id)
