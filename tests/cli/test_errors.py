@@ -180,7 +180,7 @@ def test_ctrl_c_while_the_subcommands_load_ends_the_command_with_130(
     def interrupted(_name: str) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_main.importlib, "import_module", interrupted)
+    monkeypatch.setattr("pysparklog.cli.main.importlib.import_module", interrupted)
     assert main(["topics", "--list"]) == 130
     assert capsys.readouterr().err == "pysparklog: interrupted\n"
 
