@@ -4,7 +4,11 @@ The storage engine (``pysparklog.storage``) keeps topics as Kafka keeps them on 
 re-exports the small API most programs need.
 """
 
-from pysparklog.consumer import Consumer, ConsumerConfig, ConsumerRecord
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from pysparklog.errors import (
     CommitFailedError,
     CorruptRecordError,
@@ -26,16 +30,54 @@ from pysparklog.errors import (
     UnknownTopicError,
     UnsupportedCodecError,
 )
-from pysparklog.offsets import OffsetStore
-from pysparklog.producer import Producer, ProducerConfig, RecordMetadata
-from pysparklog.storage.config import LogConfig
-from pysparklog.storage.log import AppendInfo, PartitionLog
-from pysparklog.storage.log_dir import LogDirectory
-from pysparklog.storage.records.arrow_records import BatchSettings
-from pysparklog.storage.records.codecs import Codec
-from pysparklog.storage.records.default_records import TimestampType
-from pysparklog.storage.topics import TopicMetadata, TopicStore
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from pysparklog.consumer import Consumer, ConsumerConfig, ConsumerRecord
+    from pysparklog.offsets import OffsetStore
+    from pysparklog.producer import Producer, ProducerConfig, RecordMetadata
+    from pysparklog.storage.config import LogConfig
+    from pysparklog.storage.log import AppendInfo, PartitionLog
+    from pysparklog.storage.log_dir import LogDirectory
+    from pysparklog.storage.records.arrow_records import BatchSettings
+    from pysparklog.storage.records.codecs import Codec
+    from pysparklog.storage.records.default_records import TimestampType
+    from pysparklog.storage.topics import TopicMetadata, TopicStore
+
+# The classes that need the engine (numpy, pyarrow, compiled kernels), imported on first use: importing
+# ``pysparklog`` stays instant, so that the ``pysparklog`` command is in charge before they load.
+_LAZY: dict[str, str] = {
+    "Consumer": "pysparklog.consumer",
+    "ConsumerConfig": "pysparklog.consumer",
+    "ConsumerRecord": "pysparklog.consumer",
+    "OffsetStore": "pysparklog.offsets",
+    "Producer": "pysparklog.producer",
+    "ProducerConfig": "pysparklog.producer",
+    "RecordMetadata": "pysparklog.producer",
+    "LogConfig": "pysparklog.storage.config",
+    "AppendInfo": "pysparklog.storage.log",
+    "PartitionLog": "pysparklog.storage.log",
+    "LogDirectory": "pysparklog.storage.log_dir",
+    "BatchSettings": "pysparklog.storage.records.arrow_records",
+    "Codec": "pysparklog.storage.records.codecs",
+    "TimestampType": "pysparklog.storage.records.default_records",
+    "TopicMetadata": "pysparklog.storage.topics",
+    "TopicStore": "pysparklog.storage.topics",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pysparklog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(globals().keys() | _LAZY.keys())
+
 
 __all__ = [
     "AppendInfo",

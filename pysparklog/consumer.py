@@ -41,7 +41,8 @@ from pysparklog.errors import (
     UnknownTopicError,
 )
 from pysparklog.group import GroupCoordinator, JoinRequest, Membership, validate_group_id
-from pysparklog.offsets import OffsetStore
+from pysparklog.offsets import OffsetStore, check_long, checked_topic_partition
+from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import record_schema
@@ -61,9 +62,10 @@ class AutoOffsetReset(enum.StrEnum):
     NONE = "none"  # raise OffsetOutOfRangeError instead
 
 
-def _positive(name: str, value: object, *, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: an integer >= {minimum}")
+def _positive(name: str, value: object) -> None:
+    """A positive Java int, as Kafka's int consumer configs are."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT_MAX:
+        raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: an integer from 1 to {INT_MAX}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +298,8 @@ class Consumer:
             InvalidConfigError: No group.id, both or neither of topics and pattern, a bad pattern,
                 or the consumer has manually assigned partitions.
         """
+        if isinstance(topics, str):  # iterable, but as its characters
+            raise InvalidConfigError(f"topics = {topics!r} is invalid; accepted: a collection of topic names")
         topics = tuple(topics)
         if self.config.group_id is None:
             raise InvalidConfigError("subscribe needs a group.id; set group.id or use assign()")
@@ -324,7 +328,7 @@ class Consumer:
         """
         if self._group is not None:
             raise InvalidConfigError("subscribe and assign are exclusive; call unsubscribe() first")
-        wanted = {TopicPartition(*tp) for tp in partitions}
+        wanted = {checked_topic_partition(tp) for tp in partitions}
         with self._lock:
             for tp in wanted - set(self._positions):
                 self._log(tp)
@@ -364,9 +368,14 @@ class Consumer:
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Make ``offset`` the next offset of ``partition`` (a position outside the log is reset at the
-        next poll by ``auto.offset.reset``)."""
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidConfigError(f"seek offset {offset!r} is invalid; accepted: an integer >= 0")
+        next poll by ``auto.offset.reset``).
+
+        Raises:
+            InvalidOffsetError: ``offset`` is not an offset: an integer from 0 to the largest Java long (Kafka's
+                ``seek`` refuses a negative one).
+            InvalidConfigError: The partition is not assigned to this consumer.
+        """
+        check_long("seek offset", offset, 0)
         with self._lock:
             self._check_assigned(partition)
             self._positions[partition] = offset
@@ -391,24 +400,29 @@ class Consumer:
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """Kafka's ``offsetsForTimes``: per partition the first offset whose timestamp is >= the one given."""
+        """Kafka's ``offsetsForTimes``: per partition the first offset whose timestamp is >= the one given.
+
+        Raises:
+            InvalidOffsetError: A timestamp that is not milliseconds from 0 to the largest Java long (Kafka refuses
+                a negative one), or a malformed partition.
+        """
         result: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for tp, ts in timestamps.items():
-            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
-                raise InvalidConfigError(f"timestamp {ts!r} for {tp} is invalid; accepted: milliseconds >= 0")
-            hit = self._log(TopicPartition(*tp)).offset_for_timestamp(ts)
-            result[TopicPartition(*tp)] = OffsetAndTimestamp(hit[0], hit[1]) if hit is not None else None
+            partition = checked_topic_partition(tp)
+            check_long(f"timestamp for {partition}", ts, 0)
+            hit = self._log(partition).offset_for_timestamp(ts)
+            result[partition] = OffsetAndTimestamp(hit[0], hit[1]) if hit is not None else None
         return result
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): self._log(TopicPartition(*tp)).log_start_offset for tp in partitions}
+        return {tp: self._log(tp).log_start_offset for tp in map(checked_topic_partition, partitions)}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): self._fetch_end(self._log(TopicPartition(*tp))) for tp in partitions}
+        return {tp: self._fetch_end(self._log(tp)) for tp in map(checked_topic_partition, partitions)}
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets of ``partitions`` (None for one never committed)."""
-        wanted = [TopicPartition(*tp) for tp in partitions]
+        wanted = [checked_topic_partition(tp) for tp in partitions]
         found = self._offsets.committed(self._require_group_id("committed"), wanted)
         return {tp: found.get(tp) for tp in wanted}
 
@@ -424,7 +438,7 @@ class Consumer:
                 chosen = {tp: OffsetAndMetadata(pos) for tp, pos in self._positions.items() if tp in self._fetching}
             else:
                 chosen = {
-                    TopicPartition(*tp): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
+                    checked_topic_partition(tp): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
                     for tp, o in offsets.items()
                 }
             self._commit(chosen)
@@ -438,10 +452,13 @@ class Consumer:
         Raises:
             OffsetOutOfRangeError: A position is outside its log and ``auto.offset.reset`` is ``none``.
             FencedInstanceIdError: A newer instance with this ``group.instance.id`` took over.
+            InvalidConfigError: ``max_records`` is not an integer from 1 to 2147483647.
+            InvalidOffsetError: ``timeout_ms`` is negative or not an integer.
         """
         limit = self.config.max_poll_records if max_records is None else max_records
         _positive("max_records", limit)
-        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        check_long("timeout_ms", timeout_ms, 0)  # Kafka's poll: "Timeout must not be negative"
+        deadline = time.monotonic() + timeout_ms / 1000
         while True:
             with self._lock:
                 group = self._group
@@ -599,7 +616,7 @@ class Consumer:
 
     def _targets(self, partitions: Collection[TopicPartition] | None) -> list[TopicPartition]:
         with self._lock:
-            targets = list(self._fetching) if partitions is None else [TopicPartition(*tp) for tp in partitions]
+            targets = list(self._fetching) if partitions is None else [checked_topic_partition(tp) for tp in partitions]
             for tp in targets:
                 self._check_assigned(tp)
             return targets

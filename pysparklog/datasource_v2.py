@@ -57,6 +57,7 @@ from pysparklog.kafka_options import (
     parse_offsets,
     resolve_batch,
     resolve_start,
+    source_log_dir,
     subscribed_partitions,
 )
 from pysparklog.offset_ranges import (
@@ -125,7 +126,13 @@ class PySparkLogDataSource(DataSource):
         return PySparkLogBatchReader(self._options(streaming=False, schema=schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return PySparkLogStreamReader(self._options(streaming=True, schema=schema))
+        # PySpark 4.2's stream runner stops the reader in a ``finally`` even when making it failed, so an error
+        # raised here reaches the user as "UnboundLocalError: cannot access local variable 'reader'", ours only in
+        # its context. Raised by the reader at Spark's first call instead, it is the query's error.
+        try:
+            return PySparkLogStreamReader(self._options(streaming=True, schema=schema))
+        except Exception as error:  # noqa: BLE001 (every error: each would be hidden the same way)
+            return _FailedStreamReader(error)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         if overwrite:
@@ -244,11 +251,21 @@ class PySparkLogBatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        return _plan(self.options, resolve_batch(self.options, LogDirectory(self.options.path)), None)[0]
+        return _plan(self.options, resolve_batch(self.options, source_log_dir(self.options)), None)[0]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangesPartition)
+        return _read(partition)
+
+
+def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """A task's records. With no ranges to read (an empty topic, a pattern matching none) ``partitions()`` plans
+    none, and PySpark then runs one task on ``InputPartition(None)``: it reads nothing, as Spark's Kafka source
+    returns no rows."""
+    if isinstance(partition, RangesPartition):
         return read_ranges(partition)
+    if type(partition) is InputPartition and partition.value is None:
+        return iter(())
+    raise PySparkLogError(f"a pysparklog task was given {partition!r}; accepted: the partitions its reader planned")
 
 
 def _plan(
@@ -276,7 +293,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._logs = LogDirectory(options.path)
+        self._logs = source_log_dir(options)
         self._latest: Offsets | None = None  # the latest offsets seen, for reportLatestOffset
         self._available_now: Offsets | None = None  # the target of Trigger.AvailableNow
         self._assignment: TaskAssignment | None = None  # the previous micro-batch's (sticky assignors)
@@ -359,8 +376,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return planned
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangesPartition)
-        return read_ranges(partition)
+        return _read(partition)
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         """The micro-batch up to ``end`` is committed (see :meth:`_committed_up_to`)."""
@@ -473,6 +489,38 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             os.remove(self._start_file())
         except FileNotFoundError:
             pass
+
+
+class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader of a query whose options or log directory were refused: it raises that error at whatever
+    Spark asks first, so that the query fails with it (see ``PySparkLogDataSource.streamReader``)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        raise self.error
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        raise self.error
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise self.error
+
+    def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        raise self.error
+
+    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[InputPartition]:
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise self.error
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        raise self.error
+
+    def stop(self) -> None:
+        """Nothing was opened."""
 
 
 def _skips_write(options: SinkOptions) -> bool:

@@ -219,11 +219,17 @@ def validate_group_id(group_id: str) -> None:
     """Kafka refuses an empty group id (``InvalidGroupIdException``); the file name bounds its length.
 
     Raises:
-        InvalidConfigError: The id is not a non-empty string of at most 200 UTF-8 bytes.
+        InvalidConfigError: The id is not a non-empty string of at most 200 UTF-8 bytes (a command-line argument
+            of bytes that are not UTF-8 is not one).
     """
-    if not isinstance(group_id, str) or not group_id or len(group_id.encode()) > _MAX_GROUP_ID_BYTES:
+    try:
+        valid = isinstance(group_id, str) and 0 < len(group_id.encode()) <= _MAX_GROUP_ID_BYTES
+    except UnicodeEncodeError:
+        valid = False
+    if not valid:
         raise InvalidConfigError(
-            f"group.id {group_id!r} is invalid; accepted: a non-empty string of at most {_MAX_GROUP_ID_BYTES} bytes"
+            f"group.id {group_id!r} is invalid; accepted: a non-empty string of at most {_MAX_GROUP_ID_BYTES} bytes "
+            "of UTF-8"
         )
 
 

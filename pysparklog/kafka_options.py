@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 from pysparklog.assignors import assignor_for
-from pysparklog.errors import InvalidConfigError, InvalidOffsetError, UnknownTopicError
+from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, InvalidOffsetError, UnknownTopicError
 from pysparklog.offset_ranges import OffsetRange
 from pysparklog.storage.config import INT_MAX, LONG_MAX
 from pysparklog.storage.log_dir import LogDirectory
@@ -787,17 +787,36 @@ def _tp_list(partitions: Iterable[TopicPartition]) -> str:
 # -- resolution against a log directory ------------------------------------------------------------------
 
 
+def source_log_dir(options: SourceOptions) -> LogDirectory:
+    """The log directory of option ``path``, which must be an existing directory: a mistyped path fails naming
+    itself, where reading it as a directory without topics would give an empty result or a wait for topics
+    that never come (Spark's Kafka source, given brokers that are not there, fails too).
+
+    Raises:
+        InvalidLogDirectoryError: ``path`` does not exist or is not a directory.
+    """
+    if not os.path.isdir(options.path):
+        raise InvalidLogDirectoryError(
+            f"option path = {options.path!r} is not a log directory: it does not exist or is not a directory; "
+            "accepted: an existing log directory, as .load(path) or .option('path', ...)"
+        )
+    return LogDirectory(options.path)
+
+
 def subscribed_partitions(options: SourceOptions, log_dir: LogDirectory) -> list[TopicPartition]:
     """The partitions the subscription covers now, sorted (``ConsumerStrategy.assignedTopicPartitions``).
 
     ``assign`` gives its partitions, each of which must exist. ``subscribe`` gives every partition of
-    the named topics that exist (a missing topic is read once created). ``subscribePattern`` gives
-    every partition of the topics the pattern finds, ``__``-prefixed internal topics excepted; like
-    Spark's default (admin-based) offset reader, the pattern need only match part of a name
-    (``re.search``, Scala's ``findFirstIn``), so anchor it (``^orders$``) for an exact name.
+    the named topics: in a batch query each must exist, as Spark's Kafka source fails on a topic the
+    broker does not have (``UnknownTopicOrPartitionException``); a stream reads a missing one once it is
+    created. ``subscribePattern`` gives every partition of the topics the pattern finds (none is no
+    error), ``__``-prefixed internal topics excepted; like Spark's default (admin-based) offset reader,
+    the pattern need only match part of a name (``re.search``, Scala's ``findFirstIn``), so anchor it
+    (``^orders$``) for an exact name.
 
     Raises:
-        UnknownTopicError: ``assign`` names a topic or partition the log directory lacks.
+        UnknownTopicError: ``assign`` names a topic or partition the log directory lacks, or a batch query's
+            ``subscribe`` a topic.
     """
     if options.assign is not None:
         for tp in options.assign:
@@ -811,6 +830,12 @@ def subscribed_partitions(options: SourceOptions, log_dir: LogDirectory) -> list
         return sorted(options.assign)
     names = log_dir.topics.names()
     if options.subscribe is not None:
+        missing = [topic for topic in options.subscribe if topic not in names]
+        if missing and not options.streaming:
+            raise UnknownTopicError(
+                f"option subscribe names {', '.join(repr(t) for t in missing)}, but no such topic exists in "
+                f"{log_dir.path}; accepted: existing topics (subscribePattern reads the topics that match)"
+            )
         wanted = set(options.subscribe)
         topics = [name for name in names if name in wanted]
     else:

@@ -89,7 +89,7 @@ from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings
 from pysparklog.storage.records.default_records import RECORD_BATCH_OVERHEAD
 from pysparklog.storage.topic_config import ConfigKey, ConfigType, ServerProperties, normalize_overrides
-from pysparklog.storage.topics import validate_topic_name
+from pysparklog.storage.topics import validate_topic_name, validate_topic_partitions
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -314,12 +314,32 @@ def _check_group_id(group_id: str) -> None:
         raise InvalidConfigError(f"group id {group_id!r} is invalid; accepted: a non-empty string")
 
 
-def _topic_partition(tp: tuple[str, int]) -> TopicPartition:
+def checked_topic_partition(tp: tuple[str, int]) -> TopicPartition:
+    """``tp`` as a ``TopicPartition``, checked as the clients' arguments are: a pair of a legal topic name and a
+    partition number from 0 to 2147483647 (Kafka's int32).
+
+    Raises:
+        InvalidTopicError: The topic name is not legal.
+        InvalidOffsetError: Not such a pair, or a partition number outside that range.
+    """
+    if not isinstance(tp, tuple) or len(tp) != 2 or not isinstance(tp[0], str):
+        raise InvalidOffsetError(f"topic partition {tp!r} is invalid; accepted: TopicPartition(topic, partition)")
     topic, partition = tp
     validate_topic_name(topic)
     if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= INT_MAX:
         raise InvalidOffsetError(f"partition {partition!r} of topic {topic!r} is invalid; accepted: 0 to {INT_MAX}")
     return TopicPartition(topic, partition)
+
+
+def check_long(name: str, value: object, minimum: int = -LONG_MAX - 1) -> int:
+    """``value``, an integer Kafka keeps in a Java long (from ``minimum``).
+
+    Raises:
+        InvalidOffsetError: Not an integer (bools are not), or outside ``minimum`` to 9223372036854775807.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= LONG_MAX:
+        raise InvalidOffsetError(f"{name} = {value!r} is invalid; accepted: an integer from {minimum} to {LONG_MAX}")
+    return value
 
 
 def _check_offset(tp: TopicPartition, committed: OffsetAndMetadata) -> None:
@@ -427,20 +447,31 @@ class ResetStrategy:
 
     @classmethod
     def to_offset(cls, offset: int) -> ResetStrategy:
-        """To ``offset``, moved into [log start, log end] when outside it."""
-        return cls("offset", offset)
+        """To ``offset`` (a Java long, as Kafka's ``--to-offset``), moved into [log start, log end] when outside it.
+
+        Raises:
+            InvalidOffsetError: ``offset`` is not such an integer.
+        """
+        return cls("offset", check_long("offset", offset))
 
     @classmethod
     def to_datetime(cls, timestamp_ms: int) -> ResetStrategy:
-        """To the first record at or after ``timestamp_ms``; the log end when there is none."""
-        if timestamp_ms < 0:
-            raise InvalidOffsetError(f"timestamp {timestamp_ms} is invalid; accepted: milliseconds since the epoch")
-        return cls("datetime", timestamp_ms)
+        """To the first record at or after ``timestamp_ms``; the log end when there is none.
+
+        Raises:
+            InvalidOffsetError: ``timestamp_ms`` is not milliseconds from 0 to the largest Java long.
+        """
+        return cls("datetime", check_long("timestamp (milliseconds since the epoch)", timestamp_ms, 0))
 
     @classmethod
     def shift_by(cls, delta: int) -> ResetStrategy:
-        """``delta`` (negative: back) from the committed offset, moved into [log start, log end]."""
-        return cls("shift", delta)
+        """``delta`` (negative: back; a Java long, as Kafka's ``--shift-by``) from the committed offset, moved into
+        [log start, log end].
+
+        Raises:
+            InvalidOffsetError: ``delta`` is not such an integer.
+        """
+        return cls("shift", check_long("shift", delta))
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,6 +524,7 @@ class OffsetStore:
         self._log_dir = log_dir if isinstance(log_dir, LogDirectory) else LogDirectory(log_dir)
         server = self._log_dir.topics.server_properties()
         self._configured_partitions = _broker_int(server, OFFSETS_TOPIC_PARTITIONS)
+        validate_topic_partitions(self._configured_partitions, f"{server.path}: {OFFSETS_TOPIC_PARTITIONS.name}")
         segment_bytes = _broker_int(server, OFFSETS_TOPIC_SEGMENT_BYTES)
         try:
             self._topic_configs = normalize_overrides(
@@ -651,7 +683,7 @@ class OffsetStore:
         _check_group_id(group_id)
         with self._mutex:
             offsets = self._group_offsets(group_id)
-            wanted = offsets.keys() if partitions is None else {_topic_partition(tp) for tp in partitions}
+            wanted = offsets.keys() if partitions is None else {checked_topic_partition(tp) for tp in partitions}
             return {tp: offsets[tp] for tp in sorted(wanted) if tp in offsets}
 
     def committed(
@@ -727,7 +759,7 @@ class OffsetStore:
             raise InvalidOffsetError(f"commit timestamp {now!r} is invalid; accepted: milliseconds since the epoch")
         checked = {}
         for tp, committed in offsets.items():
-            partition = _topic_partition(tp)
+            partition = checked_topic_partition(tp)
             _check_offset(partition, committed)
             checked[partition] = committed
         if not checked:
@@ -749,7 +781,7 @@ class OffsetStore:
         _check_group_id(group_id)
         with self._mutex:
             live = self._group_offsets(group_id)
-            chosen = live.keys() if partitions is None else {_topic_partition(tp) for tp in partitions}
+            chosen = live.keys() if partitions is None else {checked_topic_partition(tp) for tp in partitions}
             deleted = sorted(tp for tp in chosen if tp in live)
             if deleted:
                 keys = [encode_offset_commit_key(group_id, tp) for tp in deleted]
@@ -792,7 +824,9 @@ class OffsetStore:
         sorted."""
         _check_group_id(group_id)
         with self._mutex:
-            chosen = self._group_offsets(group_id).keys() if partitions is None else map(_topic_partition, partitions)
+            chosen = (
+                self._group_offsets(group_id).keys() if partitions is None else map(checked_topic_partition, partitions)
+            )
             return self._positions(group_id, sorted(set(chosen)))
 
     def describe(self, group_id: str) -> ConsumerGroupDescription | None:
@@ -839,7 +873,7 @@ class OffsetStore:
         _check_group_id(group_id)
         with self._mutex:
             self._check_inactive(group_id)
-            chosen = sorted({_topic_partition(tp) for tp in partitions})
+            chosen = sorted({checked_topic_partition(tp) for tp in partitions})
             committed = self._group_offsets(group_id)
             offsets: dict[TopicPartition, int] = {}
             warnings: list[str] = []
@@ -890,7 +924,7 @@ class OffsetStore:
             GroupNotEmptyError: A live member is assigned a partition of one of the topics.
         """
         _check_group_id(group_id)
-        chosen = sorted({_topic_partition(tp) for tp in partitions})
+        chosen = sorted({checked_topic_partition(tp) for tp in partitions})
         with self._mutex:
             membership = self._existing(group_id)
             consumed = {tp.topic for m in membership.members for tp in m.assignment} if membership else set()

@@ -177,8 +177,15 @@ def _wall_clock_ms() -> int:
 
 
 def validate_transactional_id(transactional_id: str) -> None:
-    if not isinstance(transactional_id, str) or not transactional_id:
-        raise InvalidConfigError(f"transactional.id = {transactional_id!r} is invalid; accepted: a non-empty string")
+    """Kafka's ids are UTF-8 text: a command-line argument of bytes that are not UTF-8 is no id."""
+    try:
+        valid = isinstance(transactional_id, str) and bool(transactional_id.encode())
+    except UnicodeEncodeError:
+        valid = False
+    if not valid:
+        raise InvalidConfigError(
+            f"transactional.id = {transactional_id!r} is invalid; accepted: a non-empty string of UTF-8"
+        )
 
 
 class TransactionCoordinator:

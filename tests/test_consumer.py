@@ -20,6 +20,8 @@ from pysparklog import (
     CommitFailedError,
     FencedInstanceIdError,
     InvalidConfigError,
+    InvalidOffsetError,
+    InvalidTopicError,
     LogDirectory,
     OffsetAndMetadata,
     OffsetOutOfRangeError,
@@ -268,10 +270,78 @@ def test_position_and_seeks(log_dir: LogDirectory, consumers: Callable[..., Cons
         consumer.position(tp("t", 5))
     with pytest.raises(InvalidConfigError, match="not assigned"):
         consumer.seek_to_beginning([tp("other", 0)])
-    with pytest.raises(InvalidConfigError, match="seek offset -1 is invalid; accepted: an integer >= 0"):
+    with pytest.raises(InvalidOffsetError, match="seek offset = -1 is invalid; accepted: an integer from 0 to"):
         consumer.seek(p0, -1)
-    with pytest.raises(InvalidConfigError, match="timestamp -5 .* is invalid"):
+    with pytest.raises(InvalidOffsetError, match="timestamp for t-0 = -5 is invalid"):
         consumer.offsets_for_times({p0: -5})
+
+
+LONG_MAX = 2**63 - 1
+
+
+def test_offsets_and_timestamps_are_java_longs_as_in_kafka(
+    log_dir: LogDirectory, consumers: Callable[..., Consumer]
+) -> None:
+    """Kafka's consumer takes them as Java longs, so 2**63 cannot even be written; here it was taken, and the
+    position silently reset at the next poll."""
+    fill(log_dir, "t", 1, 5)
+    p0 = tp("t", 0)
+    consumer = consumers(ConsumerConfig(auto_offset_reset="earliest"))
+    consumer.assign([p0])
+    accepted = f"accepted: an integer from 0 to {LONG_MAX}"
+    for offset in (2**63, 2**64, 1.0, True):
+        with pytest.raises(InvalidOffsetError, match=f"seek offset = {offset!r} is invalid; {accepted}"):
+            consumer.seek(p0, offset)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOffsetError, match=f"timestamp for t-0 = {2**63} is invalid; {accepted}"):
+        consumer.offsets_for_times({p0: 2**63})
+    with pytest.raises(InvalidOffsetError, match=f"timestamp for t-0 = {2**63} is invalid"):
+        consumer.seek_to_timestamp(2**63)
+    consumer.seek(p0, LONG_MAX)  # the largest offset: past the log end, reset by the policy
+    assert consumer.poll() == [] and consumer.position(p0) == 0
+    assert consumer.offsets_for_times({p0: LONG_MAX}) == {p0: None}
+
+
+def test_poll_refuses_a_negative_timeout_and_a_limit_beyond_an_int(
+    log_dir: LogDirectory, consumers: Callable[..., Consumer]
+) -> None:
+    fill(log_dir, "t", 1, 5)
+    consumer = consumers(ConsumerConfig(auto_offset_reset="earliest"))
+    consumer.assign([tp("t", 0)])
+    with pytest.raises(InvalidOffsetError, match="timeout_ms = -1 is invalid; accepted: an integer from 0"):
+        consumer.poll(timeout_ms=-1)
+    with pytest.raises(InvalidOffsetError, match="timeout_ms = '5' is invalid"):
+        consumer.poll_arrow(timeout_ms="5")  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="max_records = 2147483648 is invalid; accepted: an integer from 1"):
+        consumer.poll(max_records=2**31)
+    assert len(consumer.poll(max_records=2**31 - 1)) == 5
+
+
+@pytest.mark.parametrize(
+    "partition",
+    [("t", "0"), ("t", -1), ("t", 2**31), ("t", 0, 1), "t-0", ("a b", 0)],
+    ids=["partition-as-text", "negative", "beyond-int", "three-fields", "a-string", "bad-topic"],
+)
+def test_malformed_partitions_are_refused_by_every_method_taking_partitions(
+    log_dir: LogDirectory, consumers: Callable[..., Consumer], partition: Any
+) -> None:
+    fill(log_dir, "t", 1, 5)
+    consumer = consumers(ConsumerConfig(group_id="g", auto_offset_reset="earliest"))
+    for call in (
+        lambda: consumer.assign([partition]),
+        lambda: consumer.beginning_offsets([partition]),
+        lambda: consumer.end_offsets([partition]),
+        lambda: consumer.offsets_for_times({partition: 0}),
+        lambda: consumer.committed([partition]),
+        lambda: consumer.commit({partition: 1}),
+        lambda: consumer.seek_to_beginning([partition]),
+    ):
+        with pytest.raises((InvalidOffsetError, InvalidTopicError)):
+            call()
+
+
+def test_subscribe_refuses_one_string_which_would_read_as_its_characters(consumers: Callable[..., Consumer]) -> None:
+    with pytest.raises(InvalidConfigError, match="topics = 'orders' is invalid; accepted: a collection of topic"):
+        consumers(ConsumerConfig(group_id="g")).subscribe("orders")
 
 
 def test_a_seek_past_the_log_end_is_reset_by_the_policy(
@@ -838,8 +908,10 @@ def test_config_defaults() -> None:
             {"auto_offset_reset": "smallest"},
             "auto.offset.reset = 'smallest' is invalid; accepted: earliest, latest, none",
         ),
-        ({"session_timeout_ms": 0}, "session.timeout.ms = 0 is invalid; accepted: an integer >= 1"),
-        ({"max_poll_records": "5"}, "max.poll.records = '5' is invalid; accepted: an integer >= 1"),
+        ({"session_timeout_ms": 0}, "session.timeout.ms = 0 is invalid; accepted: an integer from 1 to 2147483647"),
+        ({"max_poll_records": "5"}, "max.poll.records = '5' is invalid; accepted: an integer from 1"),
+        ({"max_poll_records": 2**31}, "max.poll.records = 2147483648 is invalid; accepted: an integer from 1 to"),
+        ({"max_partition_fetch_bytes": 2**40}, "max.partition.fetch.bytes = 1099511627776 is invalid"),
         ({"max_poll_interval_ms": True}, r"max.poll.interval.ms = True is invalid"),
         (
             {"session_timeout_ms": 1000, "heartbeat_interval_ms": 1000},
@@ -901,7 +973,7 @@ def test_config_from_kafka_property_names() -> None:
         ({"bootstrap.servers": "x:9092"}, "unknown consumer property 'bootstrap.servers'; accepted: .*group.id"),
         ({"group_id": "g"}, "unknown consumer property 'group_id'"),
         ({"max.poll.records": "many"}, "max.poll.records = 'many' is invalid; accepted: an integer"),
-        ({"max.poll.records": "0"}, "max.poll.records = 0 is invalid; accepted: an integer >= 1"),
+        ({"max.poll.records": "0"}, "max.poll.records = 0 is invalid; accepted: an integer from 1 to 2147483647"),
         ({"enable.auto.commit": "yes"}, "enable.auto.commit = 'yes' is invalid; accepted: true, false"),
         (
             {"auto.offset.reset": "largest"},

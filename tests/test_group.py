@@ -517,7 +517,7 @@ def test_describe_delete_and_list(log_dir: LogDirectory) -> None:
 
 def test_group_ids_are_validated() -> None:
     validate_group_id("x" * 200)
-    for bad in ("", "x" * 201, "é" * 101, None, 7):
+    for bad in ("", "x" * 201, "é" * 101, None, 7, "\udcff"):  # the last: a command-line byte that is not UTF-8
         with pytest.raises(InvalidConfigError, match="group.id .* is invalid; accepted: a non-empty string"):
             validate_group_id(bad)  # type: ignore[arg-type]
 

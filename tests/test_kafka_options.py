@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pysparklog.errors import InvalidConfigError, InvalidOffsetError, UnknownTopicError
+from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, InvalidOffsetError, UnknownTopicError
 from pysparklog.kafka_options import (
     EARLIEST,
     LATEST,
@@ -30,10 +30,12 @@ from pysparklog.kafka_options import (
     resolve_batch,
     resolve_end,
     resolve_start,
+    source_log_dir,
     subscribed_partitions,
 )
 from pysparklog.offset_ranges import OffsetRange
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.topics import TOPICS_FILE
 from pysparklog.structs import TopicPartition
 
 TP = TopicPartition
@@ -614,8 +616,27 @@ ORDERS = [TP("orders", 0), TP("orders", 1), TP("orders", 2)]
 
 
 def test_subscribe_covers_the_existing_topics_partitions(logs: LogDirectory) -> None:
+    """A stream reads a missing topic once it is created."""
     options = options_for(logs, subscribe="other,orders,missing")
     assert subscribed_partitions(options, logs) == [*ORDERS, TP("other", 0)]
+
+
+def test_a_batch_subscribing_to_a_missing_topic_fails_naming_it(logs: LogDirectory) -> None:
+    """As Spark's Kafka source fails (UnknownTopicOrPartitionException), rather than reading nothing."""
+    options = options_for(logs, streaming=False, subscribe="other,missing,gone")
+    with pytest.raises(
+        UnknownTopicError, match=f"option subscribe names 'missing', 'gone', but no such topic exists in {logs.path}"
+    ):
+        subscribed_partitions(options, logs)
+    assert subscribed_partitions(options_for(logs, streaming=False, subscribePattern="^nothing$"), logs) == []
+
+
+def test_the_path_must_be_an_existing_directory(logs: LogDirectory, tmp_path: Path) -> None:
+    assert source_log_dir(options_for(logs, subscribe="orders")).path == logs.path
+    for path in (tmp_path / "missing", Path(logs.path) / TOPICS_FILE):
+        options = SourceOptions.parse({"path": str(path), "subscribe": "orders"}, streaming=False)
+        with pytest.raises(InvalidLogDirectoryError, match=f"option path = '{path}' is not a log directory"):
+            source_log_dir(options)
 
 
 def test_subscribe_pattern_finds_topics_as_spark_does_and_skips_internal_ones(logs: LogDirectory) -> None:

@@ -22,6 +22,7 @@ from pysparklog.errors import (
     GroupNotEmptyError,
     InvalidConfigError,
     InvalidOffsetError,
+    InvalidPartitionsError,
     InvalidTopicError,
     UnknownTopicError,
 )
@@ -500,7 +501,7 @@ def test_reset_plans_follow_kafkas_rules_and_execute_commits(orders: LogDirector
             plan(ResetStrategy.to_earliest(), [TopicPartition("nope", 0)])
         with pytest.raises(UnknownTopicError, match="Partition 3 of topic 'orders' does not exist"):
             plan(ResetStrategy.to_earliest(), [TopicPartition("orders", 3)])
-        with pytest.raises(InvalidOffsetError, match="timestamp -1"):
+        with pytest.raises(InvalidOffsetError, match=r"timestamp \(milliseconds since the epoch\) = -1 is invalid"):
             ResetStrategy.to_datetime(-1)
         assert store.committed("g")[ORDERS[0]] == OffsetAndMetadata(4, "m", 1), "planning commits nothing"
         store.execute_reset(store.plan_reset("g", ORDERS, ResetStrategy.to_earliest()))
@@ -617,3 +618,22 @@ def test_kafkas_dump_log_segments_decodes_our_offsets(store: OffsetStore, kafka_
     assert f"key: {json.dumps(key, separators=(',', ':'))} payload: " in records[0]
     assert json.loads(records[0].split(" payload: ", 1)[1]) == value
     assert records[1].endswith(f"key: {json.dumps(key, separators=(',', ':'))} payload: <DELETE>")
+
+
+def test_a_consumer_offsets_partition_count_above_a_topics_bound_is_refused(tmp_path: Path) -> None:
+    (tmp_path / SERVER_PROPERTIES).write_text("offsets.topic.num.partitions=2147483647\n")
+    with pytest.raises(InvalidPartitionsError, match="offsets.topic.num.partitions = 2147483647 is invalid"):
+        OffsetStore(tmp_path)
+
+
+def test_reset_strategies_take_java_longs_as_kafkas_options_do() -> None:
+    assert ResetStrategy.to_offset(-(2**63)).value == -(2**63)  # clamped to the log start when planned
+    for make, value in (
+        (ResetStrategy.to_offset, 2**63),
+        (ResetStrategy.shift_by, -(2**63) - 1),
+        (ResetStrategy.to_datetime, -1),
+        (ResetStrategy.to_datetime, 2**63),
+        (ResetStrategy.to_offset, "5"),
+    ):
+        with pytest.raises(InvalidOffsetError, match=f"= {value!r} is invalid; accepted: an integer from"):
+            make(value)  # type: ignore[arg-type]

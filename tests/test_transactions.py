@@ -22,6 +22,7 @@ from pysparklog.transactions import (
     ProducerSession,
     TransactionCoordinator,
     TransactionState,
+    validate_transactional_id,
 )
 from tests.conftest import keyed_table
 
@@ -253,3 +254,12 @@ def test_another_ids_state_file_under_an_ids_name_is_refused(logs: LogDirectory)
         coordinator.describe("a")
     with pytest.raises(CorruptRecordError, match="not of 'a'"):
         Producer(logs, ProducerConfig.from_properties({"transactional.id": "a"})).init_transactions()
+
+
+@pytest.mark.parametrize("transactional_id", ["", "\udcff", None])
+def test_transactional_ids_are_non_empty_utf8_text(transactional_id: str) -> None:
+    """``\\udcff`` is what a command-line byte that is not UTF-8 becomes; it made a UnicodeEncodeError."""
+    with pytest.raises(
+        InvalidConfigError, match="transactional.id = .* is invalid; accepted: a non-empty string of UTF-8"
+    ):
+        validate_transactional_id(transactional_id)

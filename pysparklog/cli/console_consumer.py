@@ -38,6 +38,8 @@ Where Kafka's tool differs:
   which Kafka ignores. ``--property`` and ``--formatter-property`` (Kafka 4.2's new name for it) are
   the same option here.
 * Reaching ``--timeout-ms`` is not reported as an error on stderr; the status is 0 in both tools.
+* A reader of stdout that went away (``| head``) ends it, after Kafka's ``Unable to write to standard out,
+  closing consumer.`` and the count, with status 1 (Kafka's tool ends with 0).
 * ``--isolation-level`` is Kafka's: ``read_committed`` stops at the last stable offset and skips
   aborted transactions.
 """
@@ -58,6 +60,7 @@ import pyarrow.compute as pc
 
 from pysparklog.cli._common import StopSignals, UsageError, add_log_dir_argument, open_log_dir
 from pysparklog.cli._console import add_property_argument, is_true, parse_properties
+from pysparklog.cli.main import EXIT_INTERRUPTED
 from pysparklog.consumer import AutoOffsetReset, Consumer, ConsumerConfig
 from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pysparklog.storage.records.arrow_records import binary_buffers
@@ -65,7 +68,6 @@ from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
 from pysparklog.structs import TopicPartition
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
 FETCH_BYTES = 1024 * 1024  # Kafka's max.partition.fetch.bytes
 POLL_INTERVAL_S = 0.1  # the pause between polls that found nothing
 _MAX_POLL_RECORDS = 2**31 - 1  # a poll takes one chunk of each partition, however many records it holds
@@ -178,14 +180,24 @@ def run(args: argparse.Namespace) -> int:
     timeout_s = args.timeout_ms / 1000 if args.timeout_ms is not None and args.timeout_ms >= 0 else None
     # Ctrl-C sets a flag the loop checks between polls, so a record is never printed without being counted.
     interrupted = StopSignals(signal.SIGINT)
-    printed = 0
+    printed = _Printed()
     try:
         with interrupted:
-            printed = _consume(consumer, formatter, sys.stdout.buffer, args.max_messages, timeout_s, interrupted)
+            _consume(consumer, formatter, sys.stdout.buffer, args.max_messages, timeout_s, interrupted, printed)
+    except BrokenPipeError:  # the reader went away (``| head``): Kafka's tool stops with this line
+        print("Unable to write to standard out, closing consumer.", file=sys.stderr)
+        raise
     finally:
         consumer.close()
-        print(f"Processed a total of {printed} messages", file=sys.stderr)
+        print(f"Processed a total of {printed.records} messages", file=sys.stderr)
     return EXIT_INTERRUPTED if interrupted.requested else 0
+
+
+@dataclass(slots=True)
+class _Printed:
+    """How many records were printed, known also when printing stops with an error."""
+
+    records: int = 0
 
 
 def _seek(consumer: Consumer, partitions: list[TopicPartition], start: int) -> None:
@@ -207,26 +219,25 @@ def _consume(
     max_messages: int | None,
     timeout_s: float | None,
     stop: StopSignals,
-) -> int:
+    printed: _Printed,
+) -> None:
     """Poll and print until ``max_messages`` records are printed, none came for ``timeout_s``, or
-    ``stop`` is requested; returns how many were printed."""
-    printed = 0
+    ``stop`` is requested, counting them in ``printed``."""
     last_record = time.monotonic()
-    while not stop.requested and (max_messages is None or printed < max_messages):
-        limit = _MAX_POLL_RECORDS if max_messages is None else max_messages - printed
+    while not stop.requested and (max_messages is None or printed.records < max_messages):
+        limit = _MAX_POLL_RECORDS if max_messages is None else max_messages - printed.records
         records = consumer.poll_arrow(max_records=limit)
         if records.num_rows:
+            printed.records += records.num_rows  # before they are written, as Kafka's tool counts them
             for batch in records.to_batches():
                 out.write(formatter.format(batch))
             out.flush()
-            printed += records.num_rows
             last_record = time.monotonic()
             continue
         idle = time.monotonic() - last_record
         if timeout_s is not None and idle >= timeout_s:
             break
         stop.wait(POLL_INTERVAL_S if timeout_s is None else min(POLL_INTERVAL_S, timeout_s - idle))
-    return printed
 
 
 @dataclass(frozen=True, slots=True)

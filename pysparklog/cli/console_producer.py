@@ -47,12 +47,12 @@ import pyarrow.compute as pc
 
 from pysparklog.cli._common import add_log_dir_argument, open_log_dir
 from pysparklog.cli._console import add_property_argument, is_true, parse_properties
+from pysparklog.cli.main import EXIT_INTERRUPTED
 from pysparklog.errors import InvalidConfigError, PySparkLogError, UnsupportedCodecError
 from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.codecs import Codec
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
 BATCH_SIZE = 16384  # Kafka's batch.size default, which its console producer keeps
 LINGER_S = 1.0  # Kafka's console producer --timeout, its linger.ms: 1000 by default
 BLOCK_BYTES = 1024 * 1024

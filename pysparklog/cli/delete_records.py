@@ -137,7 +137,8 @@ def delete_records(logs: LogDirectory, topic: str, partition: int, offset: int) 
 
 
 def run(args: argparse.Namespace) -> int:
-    with open(args.offset_json_file, encoding="utf-8") as f:
+    # Bytes that are not UTF-8 read as U+FFFD, as Java reads them, and fail the JSON parse with Kafka's message.
+    with open(args.offset_json_file, encoding="utf-8", errors="replace") as f:
         entries = parse_offset_json(f.read())
     logs = open_log_dir(args.log_dir)
     print("Executing records delete operation")

@@ -15,7 +15,9 @@ by default) with ``--partitions`` (a list of ids; every partition by default), o
 Where Kafka's tool differs:
 
 * ``--log-dir`` (default ``$PYSPARKLOG_LOG_DIR``) replaces ``--bootstrap-server`` and
-  ``--command-config``; the topics are the log directory's (``LogDirectory.topics``).
+  ``--command-config``; the topics are the log directory's as a broker lists them
+  (``TopicStore.names``: the internal topics, left out with ``--exclude-internal-topics``, but never the
+  KRaft metadata log ``__cluster_metadata`` a broker's directory holds).
 * Regular expressions are Python's (``re``), not Java's; the two agree on the usual constructs
   (classes, alternation, ``.*``, anchors).
 * There is no tiered storage: ``-4``/``earliest-local`` is the log start offset and

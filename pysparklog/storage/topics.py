@@ -14,6 +14,11 @@ no lock. The metadata is the truth: a topic is created by writing its entry, the
 (each with a ``partition.metadata`` holding the topic id) are made; one that a crash left missing is made when
 the partition is opened.
 
+A topic has at most ``MAX_PARTITIONS`` partitions. Every partition is a directory made when the topic is created
+(or its partitions added), and the commands that describe a topic, list its offsets or plan a Spark read visit
+each one: the bound keeps all of them quick, where a count up to Kafka's int32 limit (2147483647) would have
+``topics --create`` make directories for days and every later command stall on it.
+
 A topic also exists without an entry when appends created its partition directories (``LogDirectory.partition``
 works without ``topics --create``): such a topic is listed, described, altered and deleted like the others, its
 partition count being one more than its highest partition directory; altering it adopts it into the metadata
@@ -67,6 +72,14 @@ from pysparklog.storage.topic_config import (
 TOPICS_FILE = "pysparklog-topics.json"
 METADATA_VERSION = 1
 MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH: "<topic>-<partition>" must fit a file name
+#: Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME: the KRaft metadata log. A broker's log directory holds it as
+#: ``__cluster_metadata-0``, but it is no topic: no broker lists it, and Kafka refuses to create it.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+#: The most partitions a topic may have. Kafka's controller refuses to create more than about this many in one
+#: request ("Unable to perform excessively large batch operation.": QuorumController's 10000 records per
+#: operation, one per partition); here it bounds the topic, so that every command visiting its partitions stays
+#: quick (see the module's documentation).
+MAX_PARTITIONS = 10_000
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: the id of a topic whose id is unknown
 DELETE_SUFFIX = "-delete"
 
@@ -119,6 +132,24 @@ def validate_partition_count(partitions: int) -> None:
         raise InvalidPartitionsError(
             f"partitions = {partitions!r} is invalid; accepted: an integer from 1 to {INT_MAX} (the partitions must "
             "be greater than 0)"
+        )
+
+
+def validate_topic_partitions(partitions: int, source: str = "partitions") -> None:
+    """Refuse a topic's partition count outside 1 to ``MAX_PARTITIONS``.
+
+    Args:
+        partitions: The count.
+        source: Where the count came from, for the message (``num.partitions`` of ``server.properties``...).
+
+    Raises:
+        InvalidPartitionsError: Not an integer from 1 to ``MAX_PARTITIONS``.
+    """
+    validate_partition_count(partitions)
+    if partitions > MAX_PARTITIONS:
+        raise InvalidPartitionsError(
+            f"{source} = {partitions} is invalid; accepted: an integer from 1 to {MAX_PARTITIONS} (a topic's "
+            "partitions are directories of the log directory, which commands visit one by one)"
         )
 
 
@@ -276,14 +307,15 @@ class TopicStore:
         return ZERO_TOPIC_ID
 
     def names(self) -> list[str]:
-        """Every topic, sorted, with those made by appends; removes what a crashed deletion left behind."""
+        """Every topic, sorted, with those made by appends, as a broker lists them: a copied KRaft metadata log
+        (``__cluster_metadata-0``) is readable by name but no topic. Removes what a crashed deletion left behind."""
         metadata = self._read()
         if metadata.deleting:
             with self._transaction() as metadata:
                 pass  # a transaction finishes the deletion a crash interrupted
         self._remove_deleted_dirs()
         on_disk = {topic for topic, _ in partition_dirs(self.log_dir)}
-        return sorted(metadata.topics.keys() | (on_disk - metadata.deleting.keys()))
+        return sorted(metadata.topics.keys() | (on_disk - metadata.deleting.keys() - {CLUSTER_METADATA_TOPIC}))
 
     def get(self, name: str) -> TopicMetadata:
         """The metadata of a topic.
@@ -296,6 +328,11 @@ class TopicStore:
         topic = self._topic(name, self._read())
         if topic is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist")
+        if topic.partitions > MAX_PARTITIONS:  # written by hand, or before the bound: no command could cope
+            raise InvalidPartitionsError(
+                f"Topic '{name}' has {topic.partitions} partitions in {self.path}; accepted: at most {MAX_PARTITIONS} "
+                f"(delete it with 'pysparklog topics --delete --topic {name}')"
+            )
         return topic
 
     def describe_configs(self, name: str) -> list[ConfigEntry]:
@@ -363,14 +400,17 @@ class TopicStore:
             progress: Told as partition directories are made.
 
         Raises:
-            InvalidTopicError: An illegal name, or one colliding with an existing topic's (``a.b`` and ``a_b``).
-            InvalidPartitionsError: A partition count below 1.
+            InvalidTopicError: An illegal name, ``__cluster_metadata``, or one colliding with an existing topic's
+                (``a.b`` and ``a_b``).
+            InvalidPartitionsError: A partition count (or ``num.partitions``) outside 1 to ``MAX_PARTITIONS``.
             InvalidConfigError: An unknown config or a value Kafka refuses.
             TopicExistsError: The topic exists (with an entry, or made by appends).
         """
         validate_topic_name(name)
+        if name == CLUSTER_METADATA_TOPIC:
+            raise InvalidTopicError(f"Creation of internal topic {name} is prohibited.")
         if partitions is not None:
-            validate_partition_count(partitions)
+            validate_topic_partitions(partitions)
         overrides = normalize_overrides(configs or {})
         with self._transaction() as metadata:
             server = self.server_properties()
@@ -383,6 +423,8 @@ class TopicStore:
                 if _collision_key(other) == _collision_key(name):
                     raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
             effective_config(overrides, server, self.defaults)  # a combination Kafka refuses fails here
+            if partitions is None:
+                validate_topic_partitions(server.num_partitions, f"{self.server_properties_path}: num.partitions")
             count = server.num_partitions if partitions is None else partitions
             topic = TopicMetadata(name, checkpoints.new_topic_id(), count, overrides)
             metadata.topics[name] = topic
@@ -421,11 +463,11 @@ class TopicStore:
         """Add partitions to a topic (never fewer, as in Kafka).
 
         Raises:
-            InvalidPartitionsError: ``partitions`` is not above the topic's count.
+            InvalidPartitionsError: ``partitions`` is not above the topic's count, or above ``MAX_PARTITIONS``.
             UnknownTopicError: No such topic.
         """
         validate_topic_name(name)
-        validate_partition_count(partitions)
+        validate_topic_partitions(partitions)
         with self._transaction() as metadata:
             topic, _ = self._adopt(name, metadata)
             if partitions < topic.partitions:
@@ -522,13 +564,21 @@ class TopicStore:
 
     def open_partition(self, name: str, partition: int) -> None:
         """Check that a topic has a partition before it is opened, and remake its directory if a crash in
-        ``create`` or ``alter_partitions`` left it missing. A topic without an entry accepts any partition.
+        ``create`` or ``alter_partitions`` left it missing. A topic without an entry accepts any partition below
+        ``MAX_PARTITIONS``.
 
         Raises:
             UnknownTopicError: The topic has an entry and fewer partitions.
+            InvalidPartitionsError: The topic has no entry and the partition would make it more than
+                ``MAX_PARTITIONS`` partitions.
         """
         topic = self._read().topics.get(name)
         if topic is None:
+            if partition >= MAX_PARTITIONS:
+                raise InvalidPartitionsError(
+                    f"partition {partition} of topic '{name}' is invalid; accepted: 0 to {MAX_PARTITIONS - 1} (a "
+                    f"topic has at most {MAX_PARTITIONS} partitions)"
+                )
             return
         if partition >= topic.partitions:
             raise UnknownTopicError(

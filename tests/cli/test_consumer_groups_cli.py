@@ -396,3 +396,12 @@ def test_runs_as_a_command_with_the_log_dir_from_the_environment(
     missing = run_cli("consumer-groups", "--log-dir", str(log_dir / "nope"), "--list")
     assert (missing.returncode, missing.stdout) == (1, "")
     assert missing.stderr == error(f"log directory {log_dir / 'nope'} does not exist or is not a directory")
+
+
+@pytest.mark.parametrize("view", [(), ("--members",), ("--state",)])
+def test_the_state_notes_go_to_stderr_as_kafkas_do(log_dir: Path, view: tuple[str, ...]) -> None:
+    """Kafka's ``ConsumerGroupCommand`` prints "has no active members" and "is rebalancing" with
+    ``System.err``, the tables with ``System.out``: a script reading stdout gets the table alone."""
+    proc = run_cli("consumer-groups", "--log-dir", str(log_dir), "--describe", "--group", "billing", *view)
+    assert (proc.returncode, proc.stderr) == (0, NO_MEMBERS)
+    assert proc.stdout.startswith("\nGROUP ") and "active members" not in proc.stdout

@@ -44,7 +44,10 @@ def log_dir(tmp_path: Path) -> Path:
 
 def delete_records(log_dir: Path, document: Any) -> tuple[int, str, str]:
     offsets = log_dir.parent / "offsets.json"
-    offsets.write_text(document if isinstance(document, str) else json.dumps(document))
+    if isinstance(document, bytes):
+        offsets.write_bytes(document)
+    else:
+        offsets.write_text(document if isinstance(document, str) else json.dumps(document))
     proc = run_cli("delete-records", "--log-dir", str(log_dir), "--offset-json-file", str(offsets))
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -115,6 +118,7 @@ def test_an_empty_list_does_nothing(log_dir: Path) -> None:
     ("document", "message"),
     [
         ("{not json", "The input string is not a valid JSON"),
+        (b"\xff\xfe{}", "The input string is not a valid JSON"),  # not UTF-8
         ({"partitions": [], "version": 2}, "Not supported version field value 2"),
         ({"version": 1}, "Missing partitions field"),
         ({"partitions": [{"topic": "orders", "offset": 3}]}, "No such field exists: `partition`"),

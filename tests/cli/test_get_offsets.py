@@ -20,7 +20,8 @@ NO_MATCH = "pysparklog get-offsets: error: Could not match any topic-partitions 
 @pytest.fixture(scope="module")
 def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """orders (11 partitions: 0 with 100 records over several segments, 1 with 30 of later timestamps, 10 with
-    5, the others empty), audit (10 records) and __consumer_offsets (1)."""
+    5, the others empty), audit (10 records), __consumer_offsets (1) and a KRaft metadata log (3), as a broker's
+    log directory holds one."""
     path = tmp_path_factory.mktemp("logs")
     logs = LogDirectory(path, LogConfig(segment_bytes=3000))
     logs.topics.create("orders", 11)
@@ -29,6 +30,7 @@ def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logs.partition("orders", 10).append_arrow(keyed_table(5))
     logs.partition("audit", 0).append_arrow(keyed_table(10))
     logs.partition("__consumer_offsets", 0).append_arrow(keyed_table(1))
+    logs.partition("__cluster_metadata", 0).append_arrow(keyed_table(3))
     return path
 
 
@@ -87,9 +89,12 @@ def test_topic_is_a_regex_matching_whole_names_and_partitions_a_list(log_dir: Pa
 
 
 def test_every_topic_by_default_and_internal_topics_can_be_left_out(log_dir: Path) -> None:
+    """Kafka's tool lists the topics a broker lists: its internal topics unless ``--exclude-internal-topics``, and
+    never ``__cluster_metadata``, the KRaft metadata log, which is no topic."""
     everything = "__consumer_offsets:0:1\naudit:0:10\n" + LATEST_ORDERS
     assert get_offsets(log_dir) == (0, everything, "")
     assert get_offsets(log_dir, "--exclude-internal-topics") == (0, everything.split("\n", 1)[1], "")
+    assert get_offsets(log_dir, "--topic", "__cluster_metadata") == (1, "", NO_MATCH)
 
 
 def test_topic_partitions_rules(log_dir: Path) -> None:

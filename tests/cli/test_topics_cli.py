@@ -101,6 +101,14 @@ ERRORS = [
     ),
     (("--create", "--topic", "t"), "Topic 't' already exists."),
     (("--create", "--topic", "u", "--partitions", "0"), "partitions = 0 is invalid; accepted: an integer from 1"),
+    (
+        ("--create", "--topic", "u", "--partitions", "2147483647"),
+        "partitions = 2147483647 is invalid; accepted: an integer from 1 to 10000",
+    ),
+    (
+        ("--alter", "--topic", "t", "--partitions", "2147483647"),
+        "partitions = 2147483647 is invalid; accepted: an integer from 1 to 10000",
+    ),
     (("--create", "--topic", "u", "--config", "retention.hours=1"), "Unknown topic config name: retention.hours;"),
     (("--create", "--topic", "u", "--config", "retention.ms"), "invalid topic config 'retention.ms'"),
     (("--create", "--topic", "u", "--replication-factor", "3"), "--replication-factor 3 is not supported"),

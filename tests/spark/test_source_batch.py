@@ -218,6 +218,31 @@ def test_bad_batch_options_fail_when_the_dataframe_is_defined(spark: SparkSessio
         inverted.load(str(orders)).count()
 
 
+def test_an_empty_topic_and_a_pattern_matching_nothing_read_no_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """As Spark's Kafka source: PySpark runs one task on a placeholder partition when none is planned, which
+    failed with a bare AssertionError."""
+    path = str(tmp_path / "logs")
+    make_topic(path, "empty", [0, 0])
+    assert spark.read.format("pysparklog").option("subscribe", "empty").load(path).count() == 0
+    assert spark.read.format("pysparklog").option("subscribePattern", "^nothing$").load(path).count() == 0
+
+
+def test_a_missing_topic_or_a_path_that_is_no_log_directory_fails_naming_it(
+    spark: SparkSession, orders: Path, tmp_path: Path
+) -> None:
+    """Spark's Kafka source fails on a subscribed topic the broker does not have; both failed with a bare
+    AssertionError."""
+    reader = spark.read.format("pysparklog").option("subscribe", "orders,nope")
+    with pytest.raises(
+        AnalysisException, match="option subscribe names 'nope', but no such topic exists in"
+    ) as missing:
+        reader.load(str(orders)).count()
+    nowhere = tmp_path / "nowhere"
+    with pytest.raises(AnalysisException, match=f"option path = '{nowhere}' is not a log directory") as wrong:
+        reader.load(str(nowhere)).count()
+    assert "AssertionError" not in str(missing.value) + str(wrong.value)
+
+
 # -- isolation -------------------------------------------------------------------------------------------------
 
 

@@ -125,10 +125,10 @@ def test_with_a_group_committed_batches_become_the_groups_offsets(tmp_path: Path
 # -- read limits -----------------------------------------------------------------------------------------------
 
 
-def test_default_read_limit() -> None:
+def test_default_read_limit(tmp_path: Path) -> None:
     def limit(**options: str) -> object:
         return PySparkLogStreamReader(
-            SourceOptions.parse({"path": "/nowhere", "subscribe": "t", **options}, streaming=True)
+            SourceOptions.parse({"path": str(tmp_path), "subscribe": "t", **options}, streaming=True)
         ).getDefaultReadLimit()
 
     assert limit() == ReadAllAvailable()

@@ -262,9 +262,22 @@ def test_bad_options_fail_the_query_at_its_start(
         assert re.search(message, str(error))
         return
     query = start(queries, df, tmp_path / "ckpt", sink)
-    with pytest.raises(StreamingQueryException, match=message):
+    with pytest.raises(StreamingQueryException, match=message) as failure:
         query.awaitTermination(120)
+    # The query's error is ours, not PySpark's UnboundLocalError with ours buried in its context.
+    assert "UnboundLocalError" not in str(failure.value)
     assert sink.batches == {}
+
+
+def test_a_path_that_is_no_log_directory_fails_the_query_naming_it(
+    spark: SparkSession, tmp_path: Path, queries: list[StreamingQuery]
+) -> None:
+    """Rather than waiting for topics to appear in a directory that is not there."""
+    df = stream(spark, tmp_path / "nowhere", subscribe="t").load()
+    query = start(queries, df, tmp_path / "ckpt", BatchCollector())
+    with pytest.raises(StreamingQueryException, match="is not a log directory: it does not exist") as failure:
+        query.awaitTermination(120)
+    assert "UnboundLocalError" not in str(failure.value)
 
 
 # -- concurrent writers, groups, transactions ----------------------------------------------------------------------

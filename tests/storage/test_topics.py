@@ -24,7 +24,7 @@ from pysparklog.errors import (
     UnknownTopicError,
 )
 from pysparklog.storage import checkpoints
-from pysparklog.storage.topics import TOPICS_FILE, ZERO_TOPIC_ID, TopicStore
+from pysparklog.storage.topics import MAX_PARTITIONS, TOPICS_FILE, ZERO_TOPIC_ID, TopicStore, validate_topic_partitions
 from tests.conftest import REPO, keyed_table
 
 
@@ -152,6 +152,50 @@ def test_partition_counts_below_one_are_refused(tmp_path: Path, partitions: int)
         store.alter_partitions("t", partitions)
 
 
+def test_a_topic_has_at_most_max_partitions(tmp_path: Path) -> None:
+    """Each partition is a directory that commands visit: 2147483647 of them made ``topics --create`` run for
+    days, and the entry it had written already stalled every later command."""
+    validate_topic_partitions(MAX_PARTITIONS)
+    store = _store(tmp_path)
+    accepted = f"accepted: an integer from 1 to {MAX_PARTITIONS}"
+    for count in (MAX_PARTITIONS + 1, 2**31 - 1):
+        with pytest.raises(InvalidPartitionsError, match=f"partitions = {count} is invalid; {accepted}"):
+            store.create("t", count)
+    assert (store.names(), list(tmp_path.iterdir())) == ([], [])
+    store.create("t", 2)
+    with pytest.raises(InvalidPartitionsError, match=f"partitions = {2**31 - 1} is invalid; {accepted}"):
+        store.alter_partitions("t", 2**31 - 1)
+    assert store.get("t").partitions == 2
+
+
+def test_num_partitions_above_the_bound_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "server.properties").write_text("num.partitions=2147483647\n")
+    with pytest.raises(InvalidPartitionsError, match=r"server.properties: num.partitions = 2147483647 is invalid"):
+        _store(tmp_path).create("t")
+    assert _store(tmp_path).names() == []
+
+
+def test_appends_cannot_make_a_topic_of_more_than_max_partitions(tmp_path: Path) -> None:
+    logs = LogDirectory(tmp_path)
+    with pytest.raises(InvalidPartitionsError, match=f"partition {2**31 - 2} of topic 'made' is invalid"):
+        logs.partition("made", 2**31 - 2)
+    logs.partition("made", MAX_PARTITIONS - 1).append_arrow(keyed_table(1))
+    assert logs.topics.get("made").partitions == MAX_PARTITIONS
+
+
+def test_an_entry_above_the_bound_names_the_way_out_and_can_be_deleted(tmp_path: Path) -> None:
+    """As the entry an interrupted ``topics --create --partitions 2147483647`` left before the bound."""
+    store = _store(tmp_path)
+    store.create("huge", 1)
+    metadata = json.loads((tmp_path / TOPICS_FILE).read_text())
+    metadata["topics"]["huge"]["partitions"] = 2**31 - 1
+    (tmp_path / TOPICS_FILE).write_text(json.dumps(metadata))
+    with pytest.raises(InvalidPartitionsError, match="'pysparklog topics --delete --topic huge'"):
+        store.get("huge")
+    store.delete("huge")
+    assert (store.names(), sorted(p.name for p in tmp_path.iterdir() if p.is_dir())) == ([], [])
+
+
 def test_an_existing_topic_cannot_be_created_again_unless_if_not_exists(tmp_path: Path) -> None:
     store = _store(tmp_path)
     first = store.create("t", 2)
@@ -228,6 +272,18 @@ def test_topics_made_by_appends_are_listed_and_adopted_with_their_id(tmp_path: P
     assert json.loads((tmp_path / TOPICS_FILE).read_text())["topics"]["implicit"]["topic_id"] == topic_id
     assert checkpoints.read_partition_metadata(str(tmp_path / "implicit-1" / "partition.metadata")) == topic_id
     assert logs.topics.alter_partitions("implicit", 4).topic_id == topic_id
+
+
+def test_a_kraft_metadata_log_is_read_by_name_but_no_topic(tmp_path: Path) -> None:
+    """A broker's log directory holds ``__cluster_metadata-0``: no broker lists it as a topic, and Kafka refuses to
+    create one of that name."""
+    logs = LogDirectory(tmp_path)
+    logs.partition("__cluster_metadata", 0).append_arrow(keyed_table(3))
+    logs.partition("__consumer_offsets", 0).append_arrow(keyed_table(1))
+    assert logs.topics.names() == ["__consumer_offsets"]
+    assert logs.topics.get("__cluster_metadata").partitions == 1
+    with pytest.raises(InvalidTopicError, match="Creation of internal topic __cluster_metadata is prohibited."):
+        _store(tmp_path / "new").create("__cluster_metadata")
 
 
 def test_directories_without_partition_metadata_get_an_id_when_adopted(tmp_path: Path) -> None:
