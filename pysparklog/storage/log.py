@@ -1557,7 +1557,6 @@ class PartitionLog:
                 os.remove(self._producers.snapshot_path(offset))
         self._ensure_partition_files(bases[0])
         self._write_state(fd, state)
-        self._write_checkpoints(state)
         self._producer_cache = _ProducerCache(producers, state.active_base, size, state.log_end_offset, open_txns)
         return self._active_from(state)
 

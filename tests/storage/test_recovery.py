@@ -352,7 +352,6 @@ _CHECKPOINT_WRITERS: dict[str, Callable[[PartitionLog], object]] = {
     "an append that rolls": lambda log: log.append_arrow(
         keyed_table(300, start=100), BatchSettings(max_batch_bytes=1500)
     ),
-    "recovery": PartitionLog.recover,
 }
 
 
