@@ -40,6 +40,9 @@ What damage may cost, and nothing more (``Damage``):
 - ``pysparklog-topics.json`` holds the topic configs and partition counts without a checksum: a changed
   value is taken at its word (what the cleaner then removes, which ``__consumer_offsets`` partition a
   group's offsets are in), so only wrong records, hangs and untyped errors count there;
+- a ``.txnindex`` or ``.snapshot`` replaced by another well-formed one (a swap, another partition's copy,
+  or a ``.txnindex`` cut to no entries) is taken at its word, as Kafka takes it: read_committed reads of
+  its partition may then return aborted records or stop early (``recover()`` rebuilds both from the log);
 - text files without a checksum (``partition.metadata``, the JSON state files) may be read as other
   valid values; their contents are only checked when other files are damaged.
 """
@@ -191,6 +194,10 @@ def _typed_names() -> set[str]:
     return found
 
 
+_TXN_STATE_KINDS = ("txnindex", "snapshot")
+_WELL_FORMED_DAMAGE = ("swap", "replace-with-other-copy", "truncate-to-zero")
+
+
 class Damage:
     """What the mutation may legitimately cost each partition (see the module's docstring)."""
 
@@ -205,6 +212,12 @@ class Damage:
         # Per partition: the partitions whose records a copied-in segment brought, and their largest end.
         self.donors: dict[TopicPartitionKey, set[TopicPartitionKey]] = {}
         self.donor_end: dict[TopicPartitionKey, int] = {}
+        # Partitions whose transaction state the damage replaced with well-formed content: another .txnindex
+        # or .snapshot, or a .txnindex cut to no entries. No checksum or size tells such a file from the real
+        # one (Kafka trusts them too), so read_committed there may return aborted records or stop early.
+        self.replaced_txn_state: set[TopicPartitionKey] = set()
+        if mutation is not None and mutation.kind in _TXN_STATE_KINDS and mutation.operation in _WELL_FORMED_DAMAGE:
+            self.replaced_txn_state = {p for p in (partition_of(path) for path in mutation.touched()) if p is not None}
         if mutation is None or mutation.kind not in ("log", "consumer-offsets"):
             return
         moved = {mutation.path: mutation.other} if mutation.operation == "replace-with-other-copy" else {}
@@ -534,6 +547,8 @@ class _Exercise:
         record (not one a copied-in segment brought) and the ABORT marker that follows it is not in damaged
         bytes (recovery truncating the marker leaves the transaction open, and a later marker of its
         producer may commit it, as in Kafka)."""
+        if tp in self.damage.replaced_txn_state:
+            return False
         if offset not in self.appended.get(tp, {}):
             truth = self.truth.partitions[tp]
             if truth.written.get(offset) != record:
@@ -550,7 +565,7 @@ class _Exercise:
     def committed_bound(self, tp: TopicPartitionKey) -> float:
         """Where read_committed reads may stop: at the first transaction whose marker the damage may have
         taken (the transaction is then open, and holds readers at its first offset)."""
-        if self.txn_uncertain and tp[0] == TXN:
+        if (self.txn_uncertain and tp[0] == TXN) or tp in self.damage.replaced_txn_state:
             return float("-inf")
         open_ = [t.first_offset for t in self.truth.partitions[tp].transactions if not self._marker_kept(tp, t)]
         return min(open_, default=float("inf"))
