@@ -196,14 +196,16 @@ def _part_count(size: int, total: int, min_partitions: int) -> int:
 
 
 def _divide(piece: OffsetRange, parts: int) -> list[OffsetRange]:
-    """``parts`` consecutive pieces, even but for the last, which takes the remainder (``getDividedPartition``)."""
+    """``parts`` consecutive pieces, even but for the last, which takes the remainder, without the empty ones
+    (``getDividedPartition`` filters them: a range of 1 offset asked for 2 parts is 1 piece, not 2 tasks)."""
     result: list[OffsetRange] = []
     remaining = piece.size
     start = piece.start
     for part in range(parts):
         size = remaining // (parts - part)
         remaining -= size
-        result.append(OffsetRange(piece.tp, start, start + size))
+        if size > 0:
+            result.append(OffsetRange(piece.tp, start, start + size))
         start += size
     return result
 

@@ -557,3 +557,8 @@ def test_group_ranges_needs_a_positive_task_count(tasks: object) -> None:
 def test_group_ranges_names_the_accepted_assignors() -> None:
     with pytest.raises(InvalidConfigError, match=r"cooperative-sticky"):
         group_ranges(ranges_of("a", 1), None, "fair")
+
+
+def test_a_range_smaller_than_its_parts_gives_no_empty_piece() -> None:
+    # Spark's getDividedPartition drops empty pieces: one offset asked for two parts is one task.
+    assert split_ranges([r(TP("t", 0), 100, 101)], 2) == [r(TP("t", 0), 100, 101)]
