@@ -1972,10 +1972,12 @@ def _fsync(path: str) -> None:
 
 
 def _fsync_segment(segment: LogSegment) -> None:
-    """fsync a segment's files, its ``.txnindex`` too when it has one (``LogSegment.flush``)."""
+    """fsync a segment's files, its ``.txnindex`` too when it has entries (``LogSegment.flush``): an
+    empty one holds nothing an fsync would keep, and one lost in a crash is rebuilt by its readers."""
     for path in (segment.log_path, segment.index_path, segment.time_index_path):
         _fsync(path)
     try:
-        _fsync(segment.txn_index_path)
+        if os.path.getsize(segment.txn_index_path):
+            _fsync(segment.txn_index_path)
     except FileNotFoundError:
         pass
