@@ -51,12 +51,12 @@ from pysparklog.storage.checkpoints import write_atomically
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
-from pysparklog.storage.producer_ids import allocate_producer_id
+from pysparklog.storage.producer_ids import TXN_STATE_PREFIX, allocate_producer_id
 from pysparklog.storage.records.arrow_records import BatchSettings, encode_control_batch
 from pysparklog.storage.records.default_records import ControlRecordType, end_txn_marker
 from pysparklog.structs import TopicPartition
 
-TXN_FILE_PREFIX = "pysparklog-txn."
+TXN_FILE_PREFIX = TXN_STATE_PREFIX
 _STATE_SUFFIX = ".json"
 _LOCK_SUFFIX = ".lock"
 _VERSION = 1

@@ -15,12 +15,12 @@ replaced atomically and fsynced before the id is handed out: a crash leaves the 
 new, and an id handed out is on disk first, so it is never handed out again. A crash may lose an
 id that was reserved but not yet returned; ids are plentiful (int64), so that costs nothing.
 
-A log directory that holds partitions but no such file has lost it (deleted, or restored without
-it). Starting again at 0 would hand out ids that batches in the logs already carry, and a new
-producer's batches would pass for retries of an old one's, acknowledged and never written. The
-count then restarts above every id that can have been handed out: at the current time in
-microseconds, which exceeds the ids of a directory that handed out fewer than one per microsecond
-of its life, restarts included.
+Without the file (a new directory, or one whose file was lost: deleted, or restored without it) the
+count starts above every id the directory still uses: the producer ids in each partition's latest
+producer snapshot and in its active segment's batches (together, the producers whose batches a log
+checks retries against) and in the transaction state files. Starting at 0 after a loss would hand
+out ids that batches in the logs carry, and a new producer's batches would pass for retries of an
+old one's, acknowledged and never written. A new directory holds no producer ids and starts at 0.
 """
 
 from __future__ import annotations
@@ -28,17 +28,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, PySparkLogError
 from pysparklog.storage.checkpoints import write_atomically
 from pysparklog.storage.config import LONG_MAX
 from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
+from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
+from pysparklog.storage.records import kernels as k
+from pysparklog.storage.segment import LogSegment, filename_prefix, parse_segment_name
 from pysparklog.storage.topic_config import read_bytes
 
 PRODUCER_IDS_FILE = "pysparklog-producer-ids"
 PRODUCER_IDS_VERSION = 1
 _PARTITION_DIR = re.compile(r".+-\d+")
+TXN_STATE_PREFIX = "pysparklog-txn."  # the transaction coordinator's state files (pysparklog.transactions)
 
 
 def allocate_producer_id(log_dir: str | os.PathLike[str]) -> int:
@@ -62,7 +65,7 @@ def allocate_producer_id(log_dir: str | os.PathLike[str]) -> int:
             _remove_stale_temporary_files(directory)
             producer_id = _read_next(path)
             if producer_id is None:
-                producer_id = _after_loss() if _holds_partitions(directory) else 0
+                producer_id = _highest_in_use(directory) + 1
             if producer_id == LONG_MAX:
                 raise PySparkLogError(f"every producer id up to {LONG_MAX} has been handed out ({path})")
             document = {"version": PRODUCER_IDS_VERSION, "next_producer_id": producer_id + 1}
@@ -95,17 +98,43 @@ def _read_next(path: str) -> int | None:
     return next_id
 
 
-def _holds_partitions(directory: str) -> bool:
-    """Whether ``directory`` has ``<topic>-<partition>`` directories, whose logs may carry producer ids."""
-    return any(
-        _PARTITION_DIR.fullmatch(name) and os.path.isdir(os.path.join(directory, name))
-        for name in os.listdir(directory)
-    )
+def _highest_in_use(directory: str) -> int:
+    """The largest producer id the directory's logs and transaction states use; -1 when none does."""
+    highest = -1
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if _PARTITION_DIR.fullmatch(name) and os.path.isdir(path):
+            highest = max(highest, _highest_in_partition(path))
+        elif name.startswith(TXN_STATE_PREFIX) and name.endswith(".json"):
+            try:
+                with open(path, "rb") as f:
+                    highest = max(highest, int(json.loads(f.read())["producer_id"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # an unreadable state is refused when its id is used; it hands out no id here
+    return highest
 
 
-def _after_loss() -> int:
-    """The first id after a lost id file: above every id a directory can have handed out (module docstring)."""
-    return time.time_ns() // 1000
+def _highest_in_partition(directory: str) -> int:
+    """The largest producer id of a partition's latest readable snapshot and of its active segment's batches."""
+    names = os.listdir(directory)
+    highest = -1
+    snapshots = sorted(o for o in (parse_segment_name(n, SNAPSHOT_SUFFIX) for n in names) if o is not None)
+    for offset in reversed(snapshots):
+        path = os.path.join(directory, filename_prefix(offset) + SNAPSHOT_SUFFIX)
+        try:
+            with open(path, "rb") as f:
+                entries = decode_snapshot(f.read(), file=path)
+        except (OSError, CorruptRecordError):
+            continue
+        highest = max((e.producer_id for e in entries), default=-1)
+        break
+    bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
+    if bases:
+        segment = LogSegment(directory, bases[-1])
+        for chunk in segment.chunks(0, segment.size(), verify_crc=False, strict=False):
+            if len(chunk.entries):
+                highest = max(highest, int(chunk.entries.column(k.E_PRODUCER_ID).max()))
+    return highest
 
 
 def _remove_stale_temporary_files(directory: str) -> None:

@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from pysparklog import LogDirectory, Producer
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError
 from pysparklog.storage.producer_ids import PRODUCER_IDS_FILE, allocate_producer_id
 
@@ -69,15 +71,16 @@ def test_the_log_directory_must_exist(tmp_path: Path) -> None:
         allocate_producer_id(tmp_path / "missing")
 
 
-def test_a_lost_file_restarts_above_every_id_handed_out(tmp_path: Path) -> None:
-    os.makedirs(tmp_path / "t-0")  # a directory with logs, whose batches may carry the ids handed out
-    first = [allocate_producer_id(tmp_path) for _ in range(3)]
+def test_a_lost_file_restarts_above_every_id_the_logs_use(tmp_path: Path) -> None:
+    logs = LogDirectory(tmp_path)
+    logs.topics.create("t", 2)
+    assert allocate_producer_id(tmp_path) == 0  # topics without producers: the ids start at 0
+    with Producer(logs) as producer:
+        producer.send_arrow("t", pa.table({"value": [b"a", b"b"], "partition": pa.array([0, 1], pa.int32())}))
+    used = allocate_producer_id(tmp_path) - 1
     os.remove(tmp_path / PRODUCER_IDS_FILE)
-    after = allocate_producer_id(tmp_path)
-    assert after > max(first)
-    assert allocate_producer_id(tmp_path) == after + 1
-
-
-def test_a_new_directory_starts_at_0_with_or_without_other_files(tmp_path: Path) -> None:
-    (tmp_path / "server.properties").write_text("num.partitions=1\n")
-    assert allocate_producer_id(tmp_path) == 0
+    # The ids the logs carry are not handed out again: a new producer's batches are not taken for retries.
+    assert allocate_producer_id(tmp_path) == used + 1
+    with Producer(logs) as producer:
+        producer.send_arrow("t", pa.table({"value": [b"c"], "partition": pa.array([0], pa.int32())}))
+    assert [v for b in logs.partition("t", 0).read_arrow() for v in b.column("value").to_pylist()] == [b"a", b"c"]
