@@ -49,7 +49,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pysparklog.errors import InvalidConfigError, OffsetOutOfRangeError, PySparkLogError, TopicExistsError
+from pysparklog.errors import (
+    DataLossError,
+    InvalidConfigError,
+    OffsetOutOfRangeError,
+    PySparkLogError,
+    TopicExistsError,
+)
 from pysparklog.group import GroupCoordinator
 from pysparklog.kafka_options import (
     SourceOptions,
@@ -101,11 +107,6 @@ TASK_CHUNK_BYTES = 4 * 1024 * 1024
 _INITIAL_OFFSETS_FILE = "pysparklog-initial-offsets.{identity}.json"
 
 Offsets = dict[TopicPartition, int]
-
-
-class DataLossError(PySparkLogError):
-    """Offsets a query was to read are gone (retention, delete-records, a deleted topic or partition)
-    and ``failOnDataLoss`` is true, Spark's Kafka source's default."""
 
 
 class PySparkLogDataSource(DataSource):

@@ -114,3 +114,13 @@ class InconsistentGroupProtocolError(PySparkLogError):
 class StorageConflictError(PySparkLogError):
     """A conditional write that lost: the file it would create exists, or it changed since the version the
     writer read (an object store's 412 Precondition Failed). The writer re-reads and decides again."""
+
+
+class DataLossError(PySparkLogError):
+    """Offsets a query was to read are gone (retention, delete-records, a deleted topic or partition)
+    and ``failOnDataLoss`` is true, Spark's Kafka source's default."""
+
+
+class SinkCommitError(PySparkLogError):
+    """A micro-batch cannot be committed exactly once; Spark fails the query, and the batch is written
+    again when it restarts."""

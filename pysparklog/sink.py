@@ -43,7 +43,7 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from pysparklog.errors import CorruptRecordError, PySparkLogError, UnknownTopicError
+from pysparklog.errors import CorruptRecordError, SinkCommitError, UnknownTopicError
 from pysparklog.producer import Producer
 from pysparklog.sink_options import DeliveryGuarantee, SinkColumns, SinkOptions, producer_tables
 from pysparklog.storage.checkpoints import write_atomically
@@ -70,11 +70,6 @@ def coordinator_for(logs: LogDirectory) -> TransactionCoordinator:
     worker, where the partition logs the coordinator keeps open spare each commit a rebuild of their
     producer state."""
     return _coordinator(logs.path)
-
-
-class SinkCommitError(PySparkLogError):
-    """A micro-batch cannot be committed exactly once; Spark fails the query, and the batch is written
-    again when it restarts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from pysparklog.errors import UnknownTopicError
-from pysparklog.sink import SinkCommitError, SinkCommitLog, TaskWrite, streaming_sink_id, write_task
+from pysparklog.errors import SinkCommitError, UnknownTopicError
+from pysparklog.sink import SinkCommitLog, TaskWrite, streaming_sink_id, write_task
 from pysparklog.sink_options import SinkColumns, SinkOptions, check_sink_schema
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED

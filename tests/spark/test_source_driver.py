@@ -15,7 +15,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from pysparklog import LogDirectory
-from pysparklog.datasource_v2 import DataLossError, PySparkLogStreamReader, RangesPartition, read_ranges
+from pysparklog.datasource_v2 import PySparkLogStreamReader, RangesPartition, read_ranges
+from pysparklog.errors import DataLossError
 from pysparklog.kafka_options import SourceOptions
 from pysparklog.offset_ranges import OffsetRange
 from pysparklog.offsets import OffsetStore
