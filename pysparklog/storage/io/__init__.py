@@ -16,12 +16,14 @@ from pysparklog.storage.io.posix import PosixLock, PosixStorage
 OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss")
 
 
-def storage_for(location: str | os.PathLike[str]) -> Storage:
-    """The storage of a log directory: a filesystem path or a ``file://`` URL.
+def storage_for(location: str | os.PathLike[str] | Storage) -> Storage:
+    """The storage of a log directory: a filesystem path or a ``file://`` URL (a ``Storage`` as it is).
 
     Raises:
         InvalidLogDirectoryError: The location is a URL of a scheme this version cannot store logs on.
     """
+    if isinstance(location, Storage):
+        return location
     text = os.fspath(location)
     scheme, sep, rest = text.partition("://")
     if not sep:

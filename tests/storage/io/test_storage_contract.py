@@ -191,3 +191,5 @@ def test_storage_for_names_what_it_accepts(location: str, message: str) -> None:
 def test_storage_for_a_path_or_file_url(tmp_path: Path) -> None:
     assert storage_for(tmp_path).root == str(tmp_path)
     assert storage_for(f"file://{tmp_path}").root == str(tmp_path)
+    storage = PosixStorage(tmp_path)
+    assert storage_for(storage) is storage
