@@ -18,12 +18,15 @@ from benchmarks.common import TOPIC, Result, Timing, markdown, measure, pin_to_o
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.index import TimeIndex
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings, encode_arrow
 from pysparklog.storage.records.default_records import BASE_OFFSET_OFFSET
 from pysparklog.storage.retention import plan_retention, run_retention
 from pysparklog.storage.segment import filename_prefix, parse_segment_name
+
+LOCAL = PosixStorage("/")  # checkpoint files are named by absolute paths
 
 SEGMENTS = 10_000
 RECORDS_PER_SEGMENT = 10
@@ -58,7 +61,7 @@ def write_partition(log_dir: str, segments: int = SEGMENTS) -> int:
     assert base == segments * RECORDS_PER_SEGMENT, base
     # Everything is flushed: opening the log checks the last segment only, as after a clean shutdown.
     checkpoints.write_offset_checkpoint(
-        os.path.join(log_dir, checkpoints.RECOVERY_POINT_CHECKPOINT), {(TOPIC, 0): base}
+        LOCAL, os.path.join(log_dir, checkpoints.RECOVERY_POINT_CHECKPOINT), {(TOPIC, 0): base}
     )
     return base
 

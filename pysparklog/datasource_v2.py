@@ -79,7 +79,7 @@ from pysparklog.offsets import OffsetStore
 from pysparklog.sink import SinkCommitLog, TaskWrite, batch_sink_id, streaming_sink_id, write_task
 from pysparklog.sink_options import DeliveryGuarantee, SaveMode, SinkColumns, SinkOptions, check_sink_schema
 from pysparklog.spark_arrow import source_schema, to_spark_batch
-from pysparklog.storage.checkpoints import write_atomically
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
@@ -483,7 +483,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return
         path = self._start_file()
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_atomically(path, json.dumps(offsets_to_dict(start)).encode())
+        PosixStorage("/").put(path, json.dumps(offsets_to_dict(start)).encode())
 
     def _forget_start(self) -> None:
         try:

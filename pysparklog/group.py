@@ -56,7 +56,7 @@ from pysparklog.errors import (
     InvalidConfigError,
     UnknownMemberIdError,
 )
-from pysparklog.storage.checkpoints import write_atomically
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
@@ -287,7 +287,7 @@ class GroupCoordinator:
             yield group
             after = group.encode()
             if after != before:
-                write_atomically(self.path, after)
+                PosixStorage("/").put(self.path, after)
 
     # -- members ------------------------------------------------------------------------------
 

@@ -46,7 +46,7 @@ import pyarrow as pa
 from pysparklog.errors import CorruptRecordError, SinkCommitError, UnknownTopicError
 from pysparklog.producer import Producer
 from pysparklog.sink_options import DeliveryGuarantee, SinkColumns, SinkOptions, producer_tables
-from pysparklog.storage.checkpoints import write_atomically
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.transactions import PreparedTransaction, ProducerSession, TransactionCoordinator
@@ -312,13 +312,13 @@ class SinkCommitLog:
                         "batch is committed, and it is written again when the query restarts"
                     )
             decision = SinkDecision(self.sink_id, query_id, batch_id, transactions, complete=False)
-            write_atomically(self.path, decision.encode())
+            PosixStorage("/").put(self.path, decision.encode())
         return decision
 
     def _finish(self, coordinator: TransactionCoordinator, decision: SinkDecision) -> None:
         for txn in decision.transactions:
             coordinator.end_transaction(txn.transactional_id, txn.session, commit=True)
-        write_atomically(self.path, replace(decision, complete=True).encode())
+        PosixStorage("/").put(self.path, replace(decision, complete=True).encode())
 
     def abort(self) -> list[str]:
         """Abort every open transaction of the sink's tasks (Spark aborts a write that failed): those

@@ -47,7 +47,7 @@ from pysparklog.errors import (
     PySparkLogError,
     UnknownTopicError,
 )
-from pysparklog.storage.checkpoints import write_atomically
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
@@ -419,7 +419,8 @@ class TransactionCoordinator:
         try:
             with lock.exclusive():
                 meta = self.describe(transactional_id)
-                yield meta, lambda changed: write_atomically(state_path, changed.encode())
+                storage = PosixStorage(self.log_dir.path)
+                yield meta, lambda changed: None if storage.put(state_path, changed.encode()) else None
         finally:
             lock.close()
 

@@ -51,6 +51,7 @@ import pyarrow.compute as pc
 from pysparklog.errors import CorruptRecordError
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.index import OffsetIndex, TimeIndex, TransactionIndex
+from pysparklog.storage.io import read_if_exists
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, ProducerSnapshotEntry, decode_snapshot
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
@@ -489,12 +490,12 @@ def _batch_at(segment: LogSegment, position: int, end: int) -> Chunk:
 def _dump_offset_index(path: str, options: _Options, findings: _Findings) -> None:
     segment = _segment(path)
     log_size = segment.size()  # Kafka's tool opens the log first: a missing one fails here
-    index = OffsetIndex.load(path, segment.base_offset)
+    index = OffsetIndex.parse(read_if_exists(segment.storage, path), segment.base_offset)
     if len(index) == 0:
         _out(f"{path} is empty.")
         return
     if options.index_sanity_check:
-        OffsetIndex.sanity_check(_absolute(path), segment.base_offset)
+        OffsetIndex.sanity_check(read_if_exists(segment.storage, path), _absolute(path), segment.base_offset)
         _out(f"{path} passed sanity check.")
         return
     for offset, position in zip(index.offsets.tolist(), index.positions.tolist(), strict=True):
@@ -509,10 +510,10 @@ def _dump_time_index(path: str, options: _Options, findings: _Findings) -> None:
     segment = _segment(path)
     log_size = segment.size()
     if options.index_sanity_check:
-        TimeIndex.sanity_check(_absolute(path), segment.base_offset)
+        TimeIndex.sanity_check(read_if_exists(segment.storage, path), _absolute(path), segment.base_offset)
         _out(f"{path} passed sanity check.")
         return
-    time_index = TimeIndex.load(path, segment.base_offset, keep_zero_entry=True)
+    time_index = TimeIndex.parse(read_if_exists(segment.storage, path), segment.base_offset, keep_zero_entry=True)
     previous = NO_TIMESTAMP
     for timestamp, offset in zip(time_index.timestamps.tolist(), time_index.offsets.tolist(), strict=True):
         found = segment.translate_offset(offset, log_size)
@@ -533,7 +534,7 @@ def _dump_time_index(path: str, options: _Options, findings: _Findings) -> None:
 
 
 def _dump_txn_index(path: str, options: _Options, findings: _Findings) -> None:
-    index = TransactionIndex.load(_absolute(path))
+    index = TransactionIndex.parse(read_if_exists(_segment(path).storage, path), _absolute(path))
     rows = zip(
         index.versions.tolist(),
         index.producer_ids.tolist(),

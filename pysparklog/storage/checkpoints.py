@@ -12,20 +12,20 @@ Checkpoint files (``CheckpointFile.java``)::
 
     version: 0\\ntopic_id: <22-char base64url Uuid>        (no trailing newline)
 
-Every write goes to a temporary file that is fsynced and renamed over the old one, so a crash leaves
-the old or the new content, never a mix. Every reader refuses a file it cannot parse with
-``CorruptRecordError`` naming it (bytes that are not UTF-8, a wrong header, count or entry); what
+Every file is read and written whole through the log directory's storage (``Storage.put`` is atomic
+and durable), so a crash leaves the old or the new content, never a mix. Every reader refuses a file
+it cannot parse with ``CorruptRecordError`` naming it (bytes that are not UTF-8, a wrong header, count or entry); what
 the storage engine does then is in ``docs/guarantees.md`` ("What recovery does").
 """
 
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from collections.abc import Mapping
 
 from pysparklog.errors import CorruptRecordError
+from pysparklog.storage.io import Storage, read_if_exists
 
 CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -36,34 +36,14 @@ PARTITION_METADATA = "partition.metadata"
 PARTITION_METADATA_VERSION = 0
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temporary file, fsync, rename, fsync of the directory."""
-    directory = os.path.dirname(path) or "."
-    tmp = f"{path}.tmp.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _read_text(path: str) -> str | None:
+def _read_text(storage: Storage, path: str) -> str | None:
     """The file's text; None when it is absent.
 
     Raises:
         CorruptRecordError: The bytes are not UTF-8.
     """
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+    data = read_if_exists(storage, path)
+    if data is None:
         return None
     try:
         return data.decode("utf-8")
@@ -73,9 +53,9 @@ def _read_text(path: str) -> str | None:
         ) from None
 
 
-def _read_lines(path: str) -> list[list[str]] | None:
+def _read_lines(storage: Storage, path: str) -> list[list[str]] | None:
     """The entry lines of a checkpoint file split on whitespace; None when the file is absent or empty."""
-    text = _read_text(path)
+    text = _read_text(storage, path)
     if text is None:
         return None
     lines = text.split("\n")
@@ -106,14 +86,14 @@ def _integers(path: str, fields: list[str], what: str) -> list[int]:
         raise CorruptRecordError(f"checkpoint entry {' '.join(fields)!r} is not '{what}'", file=path) from None
 
 
-def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+def read_offset_checkpoint(storage: Storage, path: str) -> dict[tuple[str, int], int]:
     """``{(topic, partition): offset}`` from a log-dir level checkpoint file; empty when absent.
 
     Raises:
         CorruptRecordError: The file is not a checkpoint of that form.
     """
     result = {}
-    for fields in _read_lines(path) or []:
+    for fields in _read_lines(storage, path) or []:
         what = "<topic> <partition> <offset>"
         if len(fields) != 3:
             raise CorruptRecordError(f"checkpoint entry {' '.join(fields)!r} is not '{what}'", file=path)
@@ -122,18 +102,18 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
     return result
 
 
-def write_offset_checkpoint(path: str, offsets: Mapping[tuple[str, int], int]) -> None:
-    write_atomically(path, _format([f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]))
+def write_offset_checkpoint(storage: Storage, path: str, offsets: Mapping[tuple[str, int], int]) -> None:
+    storage.put(path, _format([f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]))
 
 
-def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
+def read_leader_epoch_checkpoint(storage: Storage, path: str) -> list[tuple[int, int]]:
     """``[(epoch, start offset)]`` of a partition's ``leader-epoch-checkpoint``; empty when absent.
 
     Raises:
         CorruptRecordError: The file is not a checkpoint of that form.
     """
     entries = []
-    for fields in _read_lines(path) or []:
+    for fields in _read_lines(storage, path) or []:
         what = "<epoch> <start offset>"
         if len(fields) != 2:
             raise CorruptRecordError(f"checkpoint entry {' '.join(fields)!r} is not '{what}'", file=path)
@@ -142,8 +122,8 @@ def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
     return entries
 
 
-def write_leader_epoch_checkpoint(path: str, entries: list[tuple[int, int]]) -> None:
-    write_atomically(path, _format([f"{e} {o}" for e, o in entries]))
+def write_leader_epoch_checkpoint(storage: Storage, path: str, entries: list[tuple[int, int]]) -> None:
+    storage.put(path, _format([f"{e} {o}" for e, o in entries]))
 
 
 def new_topic_id() -> str:
@@ -156,13 +136,13 @@ def new_topic_id() -> str:
             return text
 
 
-def read_partition_metadata(path: str) -> str | None:
+def read_partition_metadata(storage: Storage, path: str) -> str | None:
     """The topic id in ``partition.metadata``, or None when the file is absent.
 
     Raises:
         CorruptRecordError: The file is not of that form.
     """
-    text = _read_text(path)
+    text = _read_text(storage, path)
     if text is None:
         return None
     fields = dict(line.split(": ", 1) for line in text.split("\n") if ": " in line)
@@ -173,5 +153,5 @@ def read_partition_metadata(path: str) -> str | None:
     return fields["topic_id"].strip()
 
 
-def write_partition_metadata(path: str, topic_id: str) -> None:
-    write_atomically(path, f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id}".encode())
+def write_partition_metadata(storage: Storage, path: str, topic_id: str) -> None:
+    storage.put(path, f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id}".encode())

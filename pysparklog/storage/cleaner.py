@@ -55,9 +55,9 @@ import pyarrow as pa
 from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
-from pysparklog.storage.index import OffsetIndex, TimeIndex
-from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
-from pysparklog.storage.log import CLEANED_SUFFIX, PartitionLog, SegmentInfo
+from pysparklog.storage.io import Storage
+from pysparklog.storage.locking import LOG_DIR_LOCK
+from pysparklog.storage.log import PartitionLog, SegmentInfo
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.offset_map import OffsetMap, key_hashes
 from pysparklog.storage.producer_state import ProducerStateTracker
@@ -73,9 +73,9 @@ from pysparklog.storage.records.default_records import (
 )
 from pysparklog.storage.records.memory_records import EntryTable
 from pysparklog.storage.retention import RetentionResult, run_retention
-from pysparklog.storage.segment import Chunk, IndexBuild, LogSegment
+from pysparklog.storage.segment import CLEANED_SUFFIX, Chunk, IndexBuild, LogSegment
 from pysparklog.storage.topics import Progress
-from pysparklog.storage.transaction_index import AbortedTxn, encode_aborted, entries_of
+from pysparklog.storage.transaction_index import AbortedTxn, entries_of
 
 DEDUPE_BUFFER_BYTES = 128 * 1024 * 1024  # Kafka's log.cleaner.dedupe.buffer.size: the offset map's budget
 PRODUCER_ID_EXPIRATION_MS = 24 * 60 * 60 * 1000  # Kafka's producer.id.expiration.ms
@@ -191,29 +191,30 @@ class CleanerReport:
 # -- the cleaner checkpoint ------------------------------------------------------------------------
 
 
-def read_cleaner_checkpoint(log_dir: str) -> dict[tuple[str, int], int]:
+def read_cleaner_checkpoint(storage: Storage, log_dir: str) -> dict[tuple[str, int], int]:
     """``{(topic, partition): first dirty offset}`` of a log directory's ``cleaner-offset-checkpoint``.
 
     A corrupt file reads as empty: compaction then starts again from each log's start, which is
     always correct, only slower.
     """
     try:
-        return checkpoints.read_offset_checkpoint(os.path.join(log_dir, checkpoints.CLEANER_OFFSET_CHECKPOINT))
+        return checkpoints.read_offset_checkpoint(storage, f"{log_dir}/{checkpoints.CLEANER_OFFSET_CHECKPOINT}")
     except CorruptRecordError:
         return {}
 
 
-def _write_cleaner_checkpoint(log_dir: str, topic_partition: tuple[str, int], offset: int) -> None:
+def _write_cleaner_checkpoint(log: PartitionLog, offset: int) -> None:
     """Set one partition's entry: a read-modify-write of a file every partition shares, so under the
-    log directory's lock, the file replaced atomically (as ``update_log_dir_checkpoints`` does)."""
-    lock = FileLock(os.path.join(log_dir, LOG_DIR_LOCK))
+    log directory's lock, the file replaced atomically (as ``LogDirCheckpoints.update`` does)."""
+    storage, log_dir = log.storage, log.checkpoint_dir
+    lock = storage.lock(f"{log_dir}/{LOG_DIR_LOCK}")
     try:
         with lock.exclusive():
-            offsets = read_cleaner_checkpoint(log_dir)
-            if offsets.get(topic_partition) != offset:
-                offsets[topic_partition] = offset
-                path = os.path.join(log_dir, checkpoints.CLEANER_OFFSET_CHECKPOINT)
-                checkpoints.write_offset_checkpoint(path, offsets)
+            offsets = read_cleaner_checkpoint(storage, log_dir)
+            if offsets.get((log.topic, log.partition)) != offset:
+                offsets[(log.topic, log.partition)] = offset
+                path = f"{log_dir}/{checkpoints.CLEANER_OFFSET_CHECKPOINT}"
+                checkpoints.write_offset_checkpoint(storage, path, offsets)
     finally:
         lock.close()
 
@@ -279,7 +280,7 @@ def cleanable_range(log: PartitionLog, now_ms: int | None = None) -> CleanableRa
     segments = log.segment_infos()
     if not segments:
         return None
-    checkpoint = read_cleaner_checkpoint(log.checkpoint_dir).get((log.topic, log.partition))
+    checkpoint = read_cleaner_checkpoint(log.storage, log.checkpoint_dir).get((log.topic, log.partition))
     now = _now(now_ms)
     return _cleanable_range(log, segments, log.log_start_offset, checkpoint, log.config, now)
 
@@ -343,7 +344,7 @@ def _find(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.nda
 def _control_types(chunk: Chunk, entries: EntryTable, file: str) -> np.ndarray:
     """The type of each control batch's (first) control record, ``_EMPTY_CONTROL_BATCH`` for a batch without."""
     records = _decode(chunk, entries, include_headers=False, file=file)
-    counts = entries.column(k.E_RECORDS_COUNT)
+    counts = entries.records_counts
     first = np.cumsum(counts) - counts
     key_offsets, key_valid, key_data = binary_buffers(records.column("key"), "key")
     types = np.full(len(entries), _EMPTY_CONTROL_BATCH, dtype=np.int64)
@@ -372,7 +373,7 @@ def _scan_transactions(log: PartitionLog, segments: list[SegmentInfo]) -> _Trans
             types = np.full(len(txn), _NOT_A_MARKER, dtype=np.int64)
             if control.any():
                 types[control] = _control_types(chunk, txn.select(control), segment.log_path)
-            parts.append(np.column_stack((txn.column(k.E_PRODUCER_ID), txn.last_offsets, control, types)))
+            parts.append(np.column_stack((txn.producer_ids, txn.last_offsets, control, types)))
     if not parts:
         empty = np.empty(0, np.int64)
         return _Transactions(empty, empty, empty)
@@ -513,7 +514,7 @@ def _judge(b: EntryTable, records: pa.RecordBatch, batch_of: np.ndarray, rnd: _R
     attributes = b.attributes
     control = b.is_control
     last = b.last_offsets
-    base_ts = b.column(k.E_BASE_TIMESTAMP)
+    base_ts = b.base_timestamps
     has_horizon = (attributes & DELETE_HORIZON_FLAG_MASK) != 0
     marker_gone = control & rnd.transactions.is_discardable_marker(last)  # Kafka's containsMarkerForEmptyTxn
     discard = np.where(control, marker_gone & has_horizon & (base_ts <= rnd.now), rnd.transactions.is_aborted(last))
@@ -525,9 +526,9 @@ def _judge(b: EntryTable, records: pa.RecordBatch, batch_of: np.ndarray, rnd: _R
     kept = np.bincount(batch_of[keep], minlength=len(b))
     tombstones = np.bincount(batch_of[keep & ~has_value], minlength=len(b)) > 0
     needs_horizon = (tombstones | marker_gone) & ~has_horizon
-    retain_empty = rnd.last_of_active_producer(b.column(k.E_PRODUCER_ID), last) | (last + 1 == rnd.upper)
+    retain_empty = rnd.last_of_active_producer(b.producer_ids, last) | (last + 1 == rnd.upper)
     kinds = np.where(kept > 0, _REWRITE, np.where(retain_empty, _EMPTY, _DROP)).astype(np.int8)
-    kinds[(kept > 0) & (kept == b.column(k.E_RECORDS_COUNT)) & ~needs_horizon] = _ORIGINAL
+    kinds[(kept > 0) & (kept == b.records_counts) & ~needs_horizon] = _ORIGINAL
     return _Verdict(keep, kept, kinds, needs_horizon)
 
 
@@ -558,24 +559,24 @@ def _rewrite_plan(
     has_horizon = (attributes & DELETE_HORIZON_FLAG_MASK) != 0
     # The base timestamp of a batch with tombstones is its delete horizon: kept once set, else now + retention.
     horizon = np.where(verdict.needs_horizon, rnd.now + rnd.delete_retention_ms, first_ts)
-    base = np.where(has_horizon, b.column(k.E_BASE_TIMESTAMP), horizon)
+    base = np.where(has_horizon, b.base_timestamps, horizon)
     horizon_attributes = np.where(verdict.needs_horizon, attributes | DELETE_HORIZON_FLAG_MASK, attributes)
     plan = np.zeros((len(planned), k.PLAN_FIELDS), dtype=np.int64)
     plan[:, k.P_RECORDS] = np.where(rewrite[planned], verdict.kept[planned], 0)
     plan[:, k.P_BASE_OFFSET] = b.base_offsets[planned]
-    plan[:, k.P_LAST_OFFSET_DELTA] = b.column(k.E_LAST_OFFSET_DELTA)[planned]
+    plan[:, k.P_LAST_OFFSET_DELTA] = b.last_offset_deltas[planned]
     plan[:, k.P_BASE_TIMESTAMP] = np.where(rewrite[planned], base[planned], max_ts[planned])
     plan[:, k.P_MAX_TIMESTAMP] = max_ts[planned]
     plan[:, k.P_ATTRIBUTES] = np.where(
         rewrite[planned], horizon_attributes[planned], attributes[planned] & _EMPTY_BATCH_ATTRIBUTES
     )
     for field, column in (
-        (k.P_PRODUCER_ID, k.E_PRODUCER_ID),
-        (k.P_PRODUCER_EPOCH, k.E_PRODUCER_EPOCH),
-        (k.P_BASE_SEQUENCE, k.E_BASE_SEQUENCE),
-        (k.P_PARTITION_LEADER_EPOCH, k.E_PARTITION_LEADER_EPOCH),
+        (k.P_PRODUCER_ID, b.producer_ids),
+        (k.P_PRODUCER_EPOCH, b.producer_epochs),
+        (k.P_BASE_SEQUENCE, b.base_sequences),
+        (k.P_PARTITION_LEADER_EPOCH, b.partition_leader_epochs),
     ):
-        plan[:, field] = b.column(column)[planned]
+        plan[:, field] = column[planned]
     return plan, planned, take
 
 
@@ -586,7 +587,7 @@ def _clean_chunk(chunk: Chunk, rnd: _Round, file: str) -> _Cleaned:
     v2 = np.flatnonzero(e.magics >= MAGIC_V2)
     b = e.select(v2)
     records = _decode(chunk, b, include_headers=True, file=file)  # headers survive compaction
-    batch_of = np.repeat(np.arange(len(b)), b.column(k.E_RECORDS_COUNT))
+    batch_of = np.repeat(np.arange(len(b)), b.records_counts)
     verdict = _judge(b, records, batch_of, rnd)
     plan, planned, take = _rewrite_plan(b, records, batch_of, verdict, rnd)
     kinds = np.full(len(e), _ORIGINAL, dtype=np.int8)  # legacy entries are copied as they are
@@ -621,17 +622,15 @@ class _CleanedSegment:
     """``<base>.log.cleaned`` and its indexes, written as Kafka writes a cleaned segment.
 
     Args:
-        directory: The partition directory.
+        log: The partition log.
         base_offset: The base offset of the first segment it replaces, which it takes.
         index_interval_bytes: ``index.interval.bytes``.
     """
 
-    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int) -> None:
-        names = LogSegment(directory, base_offset)
-        self.paths = tuple(p + CLEANED_SUFFIX for p in (names.log_path, names.index_path, names.time_index_path))
-        self.txn_index_path = names.txn_index_path + CLEANED_SUFFIX
+    def __init__(self, log: PartitionLog, base_offset: int, index_interval_bytes: int) -> None:
+        self._segment = LogSegment(log.directory, base_offset, CLEANED_SUFFIX, storage=log.storage)
+        self._segment.delete_files()  # left by a round that failed
         self._build = IndexBuild(base_offset, index_interval_bytes)
-        self._file = open(self.paths[0], "wb")  # closed by finish() or discard()
         self.size = 0
 
     def append(self, cleaned: _Cleaned) -> None:
@@ -640,38 +639,24 @@ class _CleanedSegment:
             positions.tolist(), cleaned.last_offsets.tolist(), cleaned.max_timestamps.tolist(), strict=True
         ):
             self._build.add(position, last, max_ts)  # per batch, as LogSegment.append indexes
-        self._file.write(cleaned.data.data)
+        self._segment.append(self.size, cleaned.data.data)
         self.size += len(cleaned.data)
 
     def finish(self, last_modified_ms: int, aborted: list[AbortedTxn]) -> None:
         """Trim-state indexes with the final time-index entry (``onBecomeInactiveSegment``), the
         ``.txnindex`` (empty when ``aborted`` is: every segment pysparklog writes has one), everything
-        fsynced, and the modification time of the last replaced segment, which time retention reads."""
-        build = self._build
-        build.maybe_append_time_entry()
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        files = [
-            (self.paths[1], OffsetIndex.encode(build.base_offset, build.offsets, build.positions)),
-            (self.paths[2], TimeIndex.encode(build.base_offset, build.time_stamps, build.time_offsets)),
-            (self.txn_index_path, encode_aborted(aborted)),
-        ]
-        for path, data in files:
-            with open(path, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        modified_ns = last_modified_ms * 1_000_000
-        os.utime(self.paths[0], ns=(modified_ns, modified_ns))
+        durable, and the modification time of the last replaced segment, which time retention reads."""
+        segment = self._segment
+        if self.size == 0:
+            segment.append(0, b"")  # an empty cleaned segment is a file too
+        self._build.maybe_append_time_entry()
+        segment.flush()
+        segment.write_indexes(self._build)
+        segment.write_txn_index(aborted)
+        segment.storage.set_modified(segment.log_path, last_modified_ms)
 
     def discard(self) -> None:
-        self._file.close()
-        for path in (*self.paths, self.txn_index_path):
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
+        self._segment.delete_files()
 
 
 def _group_segments(
@@ -682,7 +667,7 @@ def _group_segments(
 
     def index_sizes(info: SegmentInfo) -> tuple[int, int]:
         segment = log.segment(info.base_offset)
-        return _file_size(segment.index_path), _file_size(segment.time_index_path)
+        return segment.file_size(segment.index_path) or 0, segment.file_size(segment.time_index_path) or 0
 
     groups = []
     i = 0
@@ -722,18 +707,11 @@ def _kept_aborted_txns(log: PartitionLog, group: list[SegmentInfo], transactions
     return kept
 
 
-def _file_size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except FileNotFoundError:
-        return 0
-
-
 def _active_producers(log: PartitionLog, segments: list[SegmentInfo], now: int) -> tuple[np.ndarray, np.ndarray]:
     """(ids, last data offsets) of the producers not expired at the log end (``producer.id.expiration.ms``;
     a producer with an open transaction never expires), sorted by id."""
     active = segments[-1]
-    entries = ProducerStateTracker(log.directory).state_at(
+    entries = ProducerStateTracker(log.storage, log.directory).state_at(
         [s.base_offset for s in segments], active.base_offset, active.size, active.next_base
     )
     live = [
@@ -749,9 +727,9 @@ def _active_producers(log: PartitionLog, segments: list[SegmentInfo], now: int) 
 def _remove_stale_cleaned_files(log: PartitionLog) -> None:
     """Drop ``.cleaned`` files a killed cleaner left. Only the cleaner writes them and it holds the
     cleaner lock, and ``view()`` has finished any swap a crash interrupted: none is in use."""
-    for name in os.listdir(log.directory):
+    for name in log.storage.list(log.directory):
         if name.endswith(CLEANED_SUFFIX):
-            os.remove(os.path.join(log.directory, name))
+            log.storage.delete(f"{log.directory}/{name}")
 
 
 def _clean_locked(log: PartitionLog, config: LogConfig, now: int, dedupe_buffer_bytes: int) -> CleanResult:
@@ -772,7 +750,7 @@ def _round(log: PartitionLog, config: LogConfig, now: int, dedupe_buffer_bytes: 
     segments = log.segment_infos()
     if not segments:
         return CleanResult(*topic_partition, False, "the log has no segment")
-    checkpoint = read_cleaner_checkpoint(log.checkpoint_dir).get(topic_partition)
+    checkpoint = read_cleaner_checkpoint(log.storage, log.checkpoint_dir).get(topic_partition)
     cleanable = _cleanable_range(log, segments, log_start, checkpoint, config, now)
     if not cleanable.due:
         return CleanResult(
@@ -801,7 +779,7 @@ def _round(log: PartitionLog, config: LogConfig, now: int, dedupe_buffer_bytes: 
     result = CleanResult(*topic_partition, True, "cleaned", cleanable, end_offset)
     for group in groups:
         result = _clean_group(log, group, rnd, config.index_interval_bytes, result)
-    _write_cleaner_checkpoint(log.checkpoint_dir, topic_partition, end_offset)
+    _write_cleaner_checkpoint(log, end_offset)
     return result
 
 
@@ -810,7 +788,7 @@ def _clean_group(
 ) -> CleanResult:
     """Write the group's cleaned segment and swap it in for the group."""
     base = group[0].base_offset
-    cleaned = _CleanedSegment(log.directory, base, index_interval_bytes)
+    cleaned = _CleanedSegment(log, base, index_interval_bytes)
     records_read = records_kept = 0
     try:
         for info in group:
@@ -870,9 +848,9 @@ def clean_log(
             False,
             f"cleanup.policy {','.join(sorted(config.cleanup_policy))} does not compact",
         )
-    if not os.path.isdir(log.directory):
+    if not log.storage.is_directory(log.directory):
         return CleanResult(log.topic, log.partition, False, "the log has no segment")
-    lock = FileLock(os.path.join(log.directory, CLEANER_LOCK))
+    lock = log.storage.lock(f"{log.directory}/{CLEANER_LOCK}")
     try:
         with lock.try_exclusive() as held:
             if held is None:

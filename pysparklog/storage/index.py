@@ -47,15 +47,12 @@ def max_entries(index_bytes: int, entry_size: int) -> int:
     return index_bytes // entry_size
 
 
-def _read_entries(path: str, dtype: np.dtype) -> tuple[np.ndarray, int]:
-    """The whole entries of an index file and the file's length, which may end in a partial entry.
+def _read_entries(raw: bytes | None, dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """The whole entries of an index file's bytes and the file's length, which may end in a partial entry.
 
-    A missing file reads as empty, as the index of a segment that has none yet.
+    A missing file (None) reads as empty, as the index of a segment that has none yet.
     """
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+    if raw is None:
         return np.empty(0, dtype=dtype), 0
     whole = len(raw) - len(raw) % dtype.itemsize
     return np.frombuffer(raw[:whole], dtype=dtype), len(raw)
@@ -81,8 +78,9 @@ class OffsetIndex:
     positions: np.ndarray
 
     @classmethod
-    def load(cls, path: str, base_offset: int) -> OffsetIndex:
-        entries, _length = _read_entries(path, _OFFSET_ENTRY)
+    def parse(cls, data: bytes | None, base_offset: int) -> OffsetIndex:
+        """The entries of a ``.index`` file's bytes (None: no file), up to where a preallocated file's zeros begin."""
+        entries, _length = _read_entries(data, _OFFSET_ENTRY)
         n = _trim_preallocated(entries["relative_offset"])
         entries = entries[:n]
         return cls(
@@ -116,16 +114,17 @@ class OffsetIndex:
         )
 
     @staticmethod
-    def sanity_check(path: str, base_offset: int) -> None:
-        """Kafka's ``OffsetIndex.sanityCheck``, the check that decides on broker startup whether to rebuild.
+    def sanity_check(data: bytes | None, path: str, base_offset: int) -> None:
+        """Kafka's ``OffsetIndex.sanityCheck`` of the bytes of ``path``, the check that decides on broker
+        startup whether to rebuild.
 
-        Unlike ``load`` it looks at every whole entry, as Kafka's read-only index does: a zero
+        Unlike ``parse`` it looks at every whole entry, as Kafka's read-only index does: a zero
         entry does not end the file here.
 
         Raises:
             CorruptRecordError: With Kafka's ``CorruptIndexException`` message, which names the file.
         """
-        entries, length = _read_entries(path, _OFFSET_ENTRY)
+        entries, length = _read_entries(data, _OFFSET_ENTRY)
         if len(entries) and (last_offset := base_offset + int(entries["relative_offset"][-1])) < base_offset:
             raise CorruptRecordError(
                 f"Corrupt index found, index file {path} has non-zero size but the last offset is "
@@ -154,17 +153,17 @@ class TimeIndex:
     offsets: np.ndarray
 
     @classmethod
-    def load(cls, path: str, base_offset: int, *, keep_zero_entry: bool = False) -> TimeIndex:
-        """The entries of ``path``, up to where a preallocated file's zeros begin.
+    def parse(cls, data: bytes | None, base_offset: int, *, keep_zero_entry: bool = False) -> TimeIndex:
+        """The entries of a ``.timeindex`` file's bytes, up to where a preallocated file's zeros begin.
 
         Args:
-            path: The ``.timeindex`` file; a missing one has no entries.
+            data: The file's bytes; None (a missing file) has no entries.
             base_offset: The segment's base offset.
             keep_zero_entry: Keep a lone first entry (timestamp 0, base offset). A preallocated
                 broker file that was never written holds just that, so readers drop it; Kafka's
                 ``DumpLogSegments`` lists it, and so do dump tools that match it.
         """
-        entries, _length = _read_entries(path, _TIME_ENTRY)
+        entries, _length = _read_entries(data, _TIME_ENTRY)
         n = _trim_preallocated(entries["relative_offset"])
         entries = entries[:n]
         if not keep_zero_entry and n == 1 and entries["timestamp"][0] == 0 and entries["relative_offset"][0] == 0:
@@ -207,13 +206,14 @@ class TimeIndex:
         )
 
     @staticmethod
-    def sanity_check(path: str, base_offset: int) -> None:
-        """Kafka's ``TimeIndex.sanityCheck`` over every whole entry (see ``OffsetIndex.sanity_check``).
+    def sanity_check(data: bytes | None, path: str, base_offset: int) -> None:
+        """Kafka's ``TimeIndex.sanityCheck`` over every whole entry of the bytes of ``path`` (see
+        ``OffsetIndex.sanity_check``).
 
         Raises:
             CorruptRecordError: With Kafka's ``CorruptIndexException`` message, which names the file.
         """
-        entries, length = _read_entries(path, _TIME_ENTRY)
+        entries, length = _read_entries(data, _TIME_ENTRY)
         if len(entries):
             first_timestamp, last_timestamp = int(entries["timestamp"][0]), int(entries["timestamp"][-1])
             last_offset = base_offset + int(entries["relative_offset"][-1])
@@ -256,13 +256,14 @@ class TransactionIndex:
     last_stable_offsets: np.ndarray
 
     @classmethod
-    def load(cls, path: str) -> TransactionIndex:
-        """Every whole entry of ``path`` (none when it is missing); a partial last entry is ignored, as in Kafka.
+    def parse(cls, data: bytes | None, path: str) -> TransactionIndex:
+        """Every whole entry of the bytes of ``path`` (none when it is missing: None); a partial last entry
+        is ignored, as in Kafka.
 
         Raises:
             CorruptRecordError: An entry's version is newer than Kafka's, with Kafka's message.
         """
-        entries, _length = _read_entries(path, _ABORTED_TXN_ENTRY)
+        entries, _length = _read_entries(data, _ABORTED_TXN_ENTRY)
         newer = np.flatnonzero(entries["version"] > ABORTED_TXN_VERSION)
         if len(newer):
             raise CorruptRecordError(

@@ -30,8 +30,8 @@ import os
 import re
 
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, PySparkLogError
-from pysparklog.storage.checkpoints import write_atomically
 from pysparklog.storage.config import LONG_MAX
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
 from pysparklog.storage.records import kernels as k
@@ -69,7 +69,7 @@ def allocate_producer_id(log_dir: str | os.PathLike[str]) -> int:
             if producer_id == LONG_MAX:
                 raise PySparkLogError(f"every producer id up to {LONG_MAX} has been handed out ({path})")
             document = {"version": PRODUCER_IDS_VERSION, "next_producer_id": producer_id + 1}
-            write_atomically(path, json.dumps(document).encode())
+            PosixStorage("/").put(path, json.dumps(document).encode())
             return producer_id
     finally:
         lock.close()

@@ -20,18 +20,16 @@ The file name is the offset the snapshot covers up to, exclusive.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 import numpy as np
 
 from pysparklog.errors import CorruptRecordError, OutOfOrderSequenceError, ProducerFencedError
-from pysparklog.storage.checkpoints import write_atomically
-from pysparklog.storage.records import kernels as k
+from pysparklog.storage.io import Storage, read_if_exists
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.default_records import (
     CONTROL_FLAG_MASK,
@@ -310,20 +308,22 @@ class CompletedTxn:
     aborted: bool
 
 
-def apply_batch(
+def _apply_batch(
     producers: dict[int, ProducerEntry],
-    row: np.ndarray,
+    entries: EntryTable,
+    i: int,
     last_offset: int,
     *,
     transactional: bool,
     end_marker_coordinator_epoch: int | None = None,
     end_marker_type: ControlRecordType | None = None,
 ) -> CompletedTxn | None:
-    """Record one appended producer batch (an ``EntryTable`` row) in ``producers``.
+    """Record one appended producer batch (entry ``i`` of ``entries``) in ``producers``.
 
     Args:
         producers: The state to update, by producer id.
-        row: The batch's entry row (``kernels.E_*`` columns).
+        entries: The batches' entries.
+        i: Which of them.
         last_offset: The batch's last offset in the log.
         transactional: Whether the batch is transactional.
         end_marker_coordinator_epoch: For a control batch, the coordinator epoch of its end-transaction
@@ -334,7 +334,7 @@ def apply_batch(
         The transaction the batch completed: an end marker closing a transaction that has data (Kafka
         emits none for a marker without one, which changes no last stable offset); else None.
     """
-    pid, epoch = int(row[k.E_PRODUCER_ID]), int(row[k.E_PRODUCER_EPOCH])
+    pid, epoch = int(entries.producer_ids[i]), int(entries.producer_epochs[i])
     if end_marker_coordinator_epoch is not None:
         entry = _entry_at_epoch(producers, pid, epoch)
         first_offset = entry.current_txn_first_offset
@@ -343,15 +343,15 @@ def apply_batch(
         if end_marker_type is None or first_offset < 0:
             return None
         return CompletedTxn(pid, first_offset, last_offset, end_marker_type == ControlRecordType.ABORT)
-    delta = int(row[k.E_LAST_OFFSET_DELTA])
+    delta = int(entries.last_offset_deltas[i])
     apply_run(
         producers,
         pid,
         epoch,
-        int(row[k.E_BASE_SEQUENCE]),
+        int(entries.base_sequences[i]),
         last_offset - delta,
         last_offset,
-        int(row[k.E_MAX_TIMESTAMP]),
+        int(entries.max_timestamps[i]),
         transactional=transactional,
     )
     return None
@@ -410,18 +410,25 @@ class ProducerStateTracker:
     the state is replayed from the files when a snapshot is due or an idempotent append needs it.
 
     Args:
-        directory: The partition directory.
+        storage: The log directory's storage.
+        directory: The partition directory, a path of ``storage``.
     """
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, storage: Storage, directory: str) -> None:
+        self.storage = storage
         self.directory = directory
 
     def snapshot_offsets(self) -> list[int]:
-        names = os.listdir(self.directory)
+        names = self.storage.list(self.directory)
         return sorted(o for o in (parse_segment_name(n, SNAPSHOT_SUFFIX) for n in names) if o is not None)
 
     def snapshot_path(self, offset: int) -> str:
-        return os.path.join(self.directory, filename_prefix(offset) + SNAPSHOT_SUFFIX)
+        return f"{self.directory}/{filename_prefix(offset)}{SNAPSHOT_SUFFIX}"
+
+    def remove_snapshots(self, offsets: Iterable[int]) -> None:
+        """Remove the snapshots at ``offsets`` (another process removing one too is no error)."""
+        for offset in offsets:
+            self.storage.delete(self.snapshot_path(offset))
 
     def load(
         self, bases: list[int], active_base: int, active_size: int, offset: int, *, remove_unreadable: bool = False
@@ -432,14 +439,10 @@ class ProducerStateTracker:
     def write_snapshot(self, offset: int, producers: Mapping[int, ProducerEntry], bases: list[int]) -> None:
         """Snapshot the state as of ``offset`` (not a segment base), replacing an earlier such snapshot: at
         most one snapshot between segment bases is kept, as Kafka removes stray ones."""
-        write_atomically(self.snapshot_path(offset), encode_snapshot(snapshot_entries(producers)))
+        self.storage.put(self.snapshot_path(offset), encode_snapshot(snapshot_entries(producers)))
         at_bases = set(bases)
-        for other in self.snapshot_offsets():
-            if other < offset and other not in at_bases and other > max((b for b in bases if b <= offset), default=0):
-                try:
-                    os.remove(self.snapshot_path(other))
-                except FileNotFoundError:  # another process removed it
-                    pass
+        below = max((b for b in bases if b <= offset), default=0)
+        self.remove_snapshots(o for o in self.snapshot_offsets() if below < o < offset and o not in at_bases)
 
     def load_replayed(
         self, bases: list[int], active_base: int, active_size: int, offset: int, *, remove_unreadable: bool = False
@@ -458,14 +461,11 @@ class ProducerStateTracker:
                 start, producers = candidate, {e.producer_id: ProducerEntry.from_snapshot(e) for e in entries}
                 break
             if remove_unreadable:
-                try:
-                    os.remove(self.snapshot_path(candidate))
-                except FileNotFoundError:
-                    pass
+                self.remove_snapshots([candidate])
         for base, next_base in zip(bases, [*bases[1:], None][: len(bases)], strict=True):
             if base >= offset or (next_base is not None and next_base <= start):
                 continue
-            segment = LogSegment(self.directory, base)
+            segment = LogSegment(self.directory, base, storage=self.storage)
             end = active_size if base == active_base else segment.size()
             replay_segment(producers, segment, 0, end, start, offset)
         return producers, start
@@ -473,10 +473,10 @@ class ProducerStateTracker:
     def _read_snapshot(self, offset: int) -> list[ProducerSnapshotEntry] | None:
         """The entries of ``<offset>.snapshot``; None when it is gone or corrupt."""
         path = self.snapshot_path(offset)
+        data = read_if_exists(self.storage, path)
         try:
-            with open(path, "rb") as f:
-                return decode_snapshot(f.read(), file=path)
-        except (FileNotFoundError, CorruptRecordError):
+            return decode_snapshot(data, file=path) if data is not None else None
+        except CorruptRecordError:
             return None
 
     def state_at(
@@ -490,7 +490,7 @@ class ProducerStateTracker:
     ) -> dict[int, ProducerEntry]:
         """Write ``<offset>.snapshot`` as Kafka does when a segment rolls; returns the state it holds."""
         producers = self.load(bases, active_base, active_size, offset)
-        write_atomically(self.snapshot_path(offset), encode_snapshot(snapshot_entries(producers)))
+        self.storage.put(self.snapshot_path(offset), encode_snapshot(snapshot_entries(producers)))
         return producers
 
 
@@ -530,7 +530,7 @@ def _replay(
     """Apply the producer batches of ``chunk`` whose last offset lies in [start, end)."""
     e = chunk.entries
     last_offsets = e.last_offsets
-    producer_ids = e.column(k.E_PRODUCER_ID)
+    producer_ids = e.producer_ids
     mask = (e.magics >= MAGIC_V2) & (producer_ids >= 0) & (last_offsets >= start) & (last_offsets < end)
     followed = e.is_transactional | e.is_control
     for i in np.flatnonzero(mask).tolist():
@@ -544,24 +544,24 @@ def _replay(
 def apply_entry(
     producers: dict[int, ProducerEntry], buf: np.ndarray, entries: EntryTable, i: int, last_offset: int
 ) -> CompletedTxn | None:
-    """``apply_batch`` for batch ``i`` of ``entries`` (in ``buf``), reading a control batch's marker."""
+    """Record batch ``i`` of ``entries`` (in ``buf``) in ``producers``, reading a control batch's marker."""
     marker_epoch = None
     marker_type = None
-    row = entries.rows[i]
-    attributes = int(row[k.E_ATTRIBUTES]) if row[k.E_MAGIC] >= MAGIC_V2 else 0
+    attributes = int(entries.attributes[i]) if entries.magics[i] >= MAGIC_V2 else 0
     if attributes & CONTROL_FLAG_MASK:
         # An end-transaction marker closes the producer's transaction and carries the coordinator epoch.
         marker = next(decode_entries(buf, entries.select(slice(i, i + 1)), topic="", partition=0), None)
-        previous = producers.get(int(entries.rows[i][k.E_PRODUCER_ID]))
+        previous = producers.get(int(entries.producer_ids[i]))
         marker_epoch = previous.coordinator_epoch if previous else -1
         if marker is not None:
             control_type = control_record_type(marker.column("key")[0].as_py())
             if control_type in _END_MARKERS:
                 marker_epoch = parse_end_txn_marker_value(marker.column("value")[0].as_py())
                 marker_type = control_type
-    return apply_batch(
+    return _apply_batch(
         producers,
-        entries.rows[i],
+        entries,
+        i,
         last_offset,
         transactional=bool(attributes & TRANSACTIONAL_FLAG_MASK),
         end_marker_coordinator_epoch=marker_epoch,

@@ -4,13 +4,18 @@ creates once a transaction is aborted in the segment, and pysparklog with the se
 A segment object holds no open files and reads its indexes on demand, so opening a partition with
 thousands of segments costs one directory listing. Positions past ``end`` (the acknowledged size
 the caller passes in) are never read: bytes a writer is still appending stay invisible.
+
+A segment owns its files (Kafka's ``LogSegment``): it reads them, appends batches and index entries,
+rebuilds its indexes, flushes, renames and deletes them, all through the log directory's
+:class:`~pysparklog.storage.io.Storage`.
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,16 +29,21 @@ from pysparklog.storage.index import (
     TimeIndex,
     TransactionIndex,
 )
-from pysparklog.storage.records import kernels as k
+from pysparklog.storage.io import FileStat, Storage, read_if_exists, storage_for
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.default_records import LOG_OVERHEAD, MAGIC_V2
-from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, pool_empty, scan
+from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, pool_empty, scan, verify_crcs
 from pysparklog.storage.transaction_index import AbortedTxn, encode_aborted
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+# The .log goes last: a segment is listed by its .log, so it appears or vanishes whole.
+SEGMENT_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 OFFSET_DIGITS = 20
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -67,9 +77,8 @@ _UNCONFIRMED = _Unconfirmed()
 def _holds(entries: EntryTable, i: int, offset: int) -> bool:
     """Whether entry ``i`` holds ``offset``: a v2 batch from its base to its last offset, a legacy entry
     (whose base is its last offset, its inner offsets unknown without decompressing) up to its offset."""
-    row: list[int] = entries.rows[i].tolist()
-    base = row[k.E_BASE_OFFSET]
-    return offset <= base + row[k.E_LAST_OFFSET_DELTA] and (row[k.E_MAGIC] < MAGIC_V2 or base <= offset)
+    base = int(entries.base_offsets[i])
+    return offset <= int(entries.last_offsets[i]) and (int(entries.magics[i]) < MAGIC_V2 or base <= offset)
 
 
 def _entry_size(buf: np.ndarray) -> int:
@@ -136,51 +145,83 @@ class LogSegment:
     """The files of one segment.
 
     Args:
-        directory: The partition directory.
+        directory: The partition directory, a path of ``storage``.
         base_offset: The segment's base offset (its file name).
         file_suffix: After each file's name: ``.swap`` for a segment being swapped in (Kafka's ``fileSuffix``).
+        storage: The log directory's storage (default: the filesystem holding ``directory``).
     """
 
-    def __init__(self, directory: str, base_offset: int, file_suffix: str = "") -> None:
+    def __init__(
+        self, directory: str, base_offset: int, file_suffix: str = "", *, storage: Storage | None = None
+    ) -> None:
+        self.storage = storage if storage is not None else storage_for(directory)
         self.directory = directory
         self.base_offset = base_offset
-        prefix = os.path.join(directory, filename_prefix(base_offset))
+        self.file_suffix = file_suffix
+        prefix = f"{directory}/{filename_prefix(base_offset)}"
         self.log_path = prefix + LOG_SUFFIX + file_suffix
         self.index_path = prefix + INDEX_SUFFIX + file_suffix
         self.time_index_path = prefix + TIME_INDEX_SUFFIX + file_suffix
         self.txn_index_path = prefix + TXN_INDEX_SUFFIX + file_suffix
-        self._index_cache: tuple[tuple[int, int], OffsetIndex] | None = None
-        self._time_index_cache: tuple[tuple[int, int], TimeIndex] | None = None
-        self._txn_index_cache: tuple[tuple[int, int], TransactionIndex | None] | None = None
+        self._index_cache: tuple[tuple[int, str], OffsetIndex] | None = None
+        self._time_index_cache: tuple[tuple[int, str], TimeIndex] | None = None
+        self._txn_index_cache: tuple[tuple[int, str], TransactionIndex | None] | None = None
         self._index_check: tuple[OffsetIndex, int, bool] | None = None  # (index, end, consistent)
         self._time_index_check: tuple[TimeIndex, bool] | None = None  # (index, consistent)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path!r})"
 
+    @property
+    def paths(self) -> tuple[str, str, str, str]:
+        """The segment's files, the ``.log`` last (``SEGMENT_SUFFIXES``' order)."""
+        return (self.index_path, self.time_index_path, self.txn_index_path, self.log_path)
+
+    def _stat(self, path: str) -> FileStat:
+        stat = self.storage.stat(path)
+        if stat is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        return stat
+
     def size(self) -> int:
-        return os.path.getsize(self.log_path)
+        """The ``.log`` file's size.
+
+        Raises:
+            FileNotFoundError: The segment's ``.log`` is gone (retention or compaction retired it).
+        """
+        return self._stat(self.log_path).size
+
+    def modified_ms(self) -> int:
+        """The ``.log`` file's modification time (Kafka's ``LogSegment.lastModified``)."""
+        return self._stat(self.log_path).modified_ms
+
+    def created_ms(self) -> int:
+        """When the ``.log`` file was last renamed or created: the start of ``segment.ms``'s wait."""
+        return self._stat(self.log_path).changed_ms
+
+    def file_size(self, path: str) -> int | None:
+        """The size of one of the segment's files, None when it does not exist."""
+        stat = self.storage.stat(path)
+        return stat.size if stat is not None else None
 
     # -- indexes ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _stamp(path: str) -> tuple[int, int]:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return (-1, -1)
-        return (st.st_size, st.st_mtime_ns)
+    def _stamp(self, path: str) -> tuple[int, str]:
+        stat = self.storage.stat(path)
+        return (-1, "") if stat is None else (stat.size, stat.version)
 
     def offset_index(self) -> OffsetIndex:
         stamp = self._stamp(self.index_path)
         if self._index_cache is None or self._index_cache[0] != stamp:
-            self._index_cache = (stamp, OffsetIndex.load(self.index_path, self.base_offset))
+            data = read_if_exists(self.storage, self.index_path)
+            self._index_cache = (stamp, OffsetIndex.parse(data, self.base_offset))
         return self._index_cache[1]
 
     def time_index(self) -> TimeIndex:
         stamp = self._stamp(self.time_index_path)
         if self._time_index_cache is None or self._time_index_cache[0] != stamp:
-            self._time_index_cache = (stamp, TimeIndex.load(self.time_index_path, self.base_offset))
+            data = read_if_exists(self.storage, self.time_index_path)
+            self._time_index_cache = (stamp, TimeIndex.parse(data, self.base_offset))
         return self._time_index_cache[1]
 
     def transaction_index(self) -> TransactionIndex:
@@ -191,7 +232,10 @@ class LogSegment:
             CorruptRecordError: An entry of an unknown version.
         """
         index = self._loaded_transaction_index()[1]
-        return index if index is not None else TransactionIndex.load(self.txn_index_path)
+        return index if index is not None else self._parsed_transaction_index()
+
+    def _parsed_transaction_index(self) -> TransactionIndex:
+        return TransactionIndex.parse(read_if_exists(self.storage, self.txn_index_path), self.txn_index_path)
 
     def checked_transaction_index(self, *, required: bool, end_offset: int | None) -> TransactionIndex | None:
         """The ``.txnindex`` entries, or None when the file must be rebuilt from the log before a
@@ -207,21 +251,71 @@ class LogSegment:
             return None
         return index if index.is_consistent(self.base_offset, end_offset) else None
 
-    def _loaded_transaction_index(self) -> tuple[tuple[int, int], TransactionIndex | None]:
+    def _loaded_transaction_index(self) -> tuple[tuple[int, str], TransactionIndex | None]:
         """The file's (size, mtime) and its entries, None for entries of an unknown version; cached."""
         stamp = self._stamp(self.txn_index_path)
         if self._txn_index_cache is None or self._txn_index_cache[0] != stamp:
             try:
-                index: TransactionIndex | None = TransactionIndex.load(self.txn_index_path)
+                index: TransactionIndex | None = self._parsed_transaction_index()
             except CorruptRecordError:
                 index = None
             self._txn_index_cache = (stamp, index)
         return self._txn_index_cache
 
+    # -- writing ------------------------------------------------------------------------------
+
+    def create(self) -> None:
+        """Create the files of a new empty segment: its indexes, an empty ``.txnindex`` (pysparklog gives
+        every segment one, see ``storage.log``), then its ``.log``, which makes it a segment."""
+        for path in self.paths:
+            self.storage.append(path, b"")
+
+    def append(self, position: int, data: bytes | memoryview) -> None:
+        """Write batches at ``position`` of the ``.log`` (the acknowledged end); a partial write is undone."""
+        self.storage.write_at(self.log_path, position, data)
+
+    def append_index_entries(self, offsets: Sequence[int], positions: Sequence[int]) -> None:
+        """Add entries at the end of the ``.index``; they follow the batches they point at."""
+        self.storage.append(self.index_path, OffsetIndex.encode(self.base_offset, list(offsets), list(positions)))
+
+    def append_time_index_entries(self, timestamps: Sequence[int], offsets: Sequence[int]) -> None:
+        """Add entries at the end of the ``.timeindex``."""
+        self.storage.append(self.time_index_path, TimeIndex.encode(self.base_offset, list(timestamps), list(offsets)))
+
     def append_txn_index(self, txns: list[AbortedTxn]) -> None:
         """Add entries at the end of the ``.txnindex``, creating it with the first (as Kafka does)."""
-        with open(self.txn_index_path, "ab") as f:
-            f.write(encode_aborted(txns))
+        self.storage.append(self.txn_index_path, encode_aborted(txns))
+
+    def truncate(self, size: int) -> None:
+        """Cut the ``.log`` to ``size`` bytes (recovery drops a torn or invalid tail)."""
+        self.storage.truncate(self.log_path, size)
+
+    def flush(self) -> None:
+        """fsync the segment's files, its ``.txnindex`` too when it has entries (``LogSegment.flush``): an
+        empty one holds nothing an fsync would keep, and one lost in a crash is rebuilt by its readers."""
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            self.storage.sync(path)
+        if self.file_size(self.txn_index_path):
+            self.storage.sync(self.txn_index_path)
+
+    def rename_files(self, to_suffix: str) -> None:
+        """Give each of the segment's files that exists the suffix ``to_suffix`` in place of its own
+        (Kafka's ``changeFileSuffixes``).
+
+        A segment is live while its ``.log`` has the plain name, so that file goes last when a segment
+        comes in (``to_suffix`` ""), and first when one goes out (Kafka renames the log first too): a
+        crash in between leaves stray index files, which recovery removes, never a live ``.log``
+        without its indexes.
+        """
+        paths = self.paths if to_suffix == "" else (self.log_path, *self.paths[:-1])
+        for path in paths:
+            if self.storage.stat(path) is not None:
+                self.storage.rename(path, path[: len(path) - len(self.file_suffix)] + to_suffix)
+
+    def delete_files(self) -> None:
+        """Remove the segment's files, the ``.log`` first (see ``rename_files``)."""
+        for path in (self.log_path, *self.paths[:-1]):
+            self.storage.delete(path)
 
     def _usable_offset_index(self, end: int) -> OffsetIndex | None:
         """The offset index when its file holds whole entries that pass Kafka's sanity rules for a log
@@ -284,11 +378,9 @@ class LogSegment:
     # -- reading ------------------------------------------------------------------------------
 
     def read_bytes(self, position: int, size: int) -> np.ndarray:
-        with open(self.log_path, "rb", buffering=0) as f:
-            f.seek(position)
-            data = bytearray(size)
-            got = f.readinto(data)
-        return np.frombuffer(data, dtype=np.uint8)[: got or 0]
+        data = bytearray(size)
+        got = self.storage.read_into(self.log_path, position, memoryview(data))
+        return np.frombuffer(data, dtype=np.uint8)[:got]
 
     def chunks(
         self,
@@ -321,46 +413,42 @@ class LogSegment:
         """
         pos = start
         after = self.base_offset - 1  # the last offset before the walk: offsets must rise above it
-        with open(self.log_path, "rb", buffering=0) as f:
-            while pos < end:
-                want = min(max(max_bytes, LOG_OVERHEAD), end - pos)  # enough to read an entry's size
-                buf = pool_empty(want, np.uint8)
-                f.seek(pos)
-                got = f.readinto(buf.data) or 0
-                buf = buf[:got]
-                entries = scan(buf, file=self.log_path, base_position=pos, strict=strict)
-                if entries.corrupt and len(entries) == 0:
-                    return  # non-strict: the walk ends at the first invalid entry
-                if len(entries) == 0:
-                    # Nothing whole in what was read. Only an entry larger than a full read, which
-                    # ends before ``end``, is read again, exactly: any other case is a tail.
-                    size = _entry_size(buf) if got >= LOG_OVERHEAD else 0
-                    if got < want or size <= got or size > end - pos:
-                        return
-                    max_bytes = size
-                    continue
-                if verify_crc:
-                    bad = entry_crc_error(buf, entries)
-                    if bad >= 0:
-                        from pysparklog.storage.records.memory_records import verify_crcs
-
-                        verify_crcs(buf, entries.select(slice(bad, bad + 1)), file=self.log_path, base_position=pos)
-                if offsets_below is not None:
-                    bad = misplaced_entry(entries, after, offsets_below)
-                    if bad >= 0:
-                        floor = after if bad == 0 else int(entries.last_offsets[bad - 1])
-                        raise CorruptRecordError(
-                            f"batch of offsets {int(entries.base_offsets[bad])}..{int(entries.last_offsets[bad])} "
-                            f"does not belong to segment {self.base_offset}: its offsets must rise above "
-                            f"{floor} and stay below {offsets_below}",
-                            file=self.log_path,
-                            position=pos + int(entries.positions[bad]),
-                        )
-                    after = int(entries.last_offsets[-1])
-                yield Chunk(buf, pos, entries)
-                if entries.corrupt:
+        while pos < end:
+            want = min(max(max_bytes, LOG_OVERHEAD), end - pos)  # enough to read an entry's size
+            buf = pool_empty(want, np.uint8)
+            got = self.storage.read_into(self.log_path, pos, buf.data)
+            buf = buf[:got]
+            entries = scan(buf, file=self.log_path, base_position=pos, strict=strict)
+            if entries.corrupt and len(entries) == 0:
+                return  # non-strict: the walk ends at the first invalid entry
+            if len(entries) == 0:
+                # Nothing whole in what was read. Only an entry larger than a full read, which
+                # ends before ``end``, is read again, exactly: any other case is a tail.
+                size = _entry_size(buf) if got >= LOG_OVERHEAD else 0
+                if got < want or size <= got or size > end - pos:
                     return
-                pos += entries.stop_position
+                max_bytes = size
+                continue
+            if verify_crc:
+                bad = entry_crc_error(buf, entries)
+                if bad >= 0:
+                    verify_crcs(buf, entries.select(slice(bad, bad + 1)), file=self.log_path, base_position=pos)
+            if offsets_below is not None:
+                bad = misplaced_entry(entries, after, offsets_below)
+                if bad >= 0:
+                    floor = after if bad == 0 else int(entries.last_offsets[bad - 1])
+                    raise CorruptRecordError(
+                        f"batch of offsets {int(entries.base_offsets[bad])}..{int(entries.last_offsets[bad])} "
+                        f"does not belong to segment {self.base_offset}: its offsets must rise above "
+                        f"{floor} and stay below {offsets_below}",
+                        file=self.log_path,
+                        position=pos + int(entries.positions[bad]),
+                    )
+                after = int(entries.last_offsets[-1])
+            yield Chunk(buf, pos, entries)
+            if entries.corrupt:
+                return
+            pos += entries.stop_position
 
     def translate_offset(self, target: int, end: int) -> tuple[int, int] | None:
         """(file position, last offset) of the first entry whose last offset is >= ``target``.
@@ -502,13 +590,18 @@ class LogSegment:
             out_of_range = np.flatnonzero(
                 (entries.base_offsets < self.base_offset)
                 | (last - self.base_offset > 2**31 - 1)
-                | (entries.column(k.E_LAST_OFFSET_DELTA) < 0)
+                | (entries.last_offset_deltas < 0)
             )
             stop = min([len(entries)] + [i for i in (bad, misplaced) if i >= 0] + out_of_range[:1].tolist())
             if len(entries):
                 after = int(last[-1])
-            rows = entries.rows[:stop, [k.E_POSITION, k.E_SIZE, k.E_MAX_TIMESTAMP]].tolist()
-            for (pos, size, max_ts), last_offset in zip(rows, last[:stop].tolist(), strict=True):
+            for pos, size, max_ts, last_offset in zip(
+                entries.positions[:stop].tolist(),
+                entries.sizes[:stop].tolist(),
+                entries.max_timestamps[:stop].tolist(),
+                last[:stop].tolist(),
+                strict=True,
+            ):
                 build.add(chunk.position + pos, last_offset, max_ts)
                 valid = chunk.position + pos + size
             if stop < len(entries):
@@ -517,22 +610,15 @@ class LogSegment:
 
     def write_indexes(self, build: IndexBuild) -> None:
         """Replace both index files with the entries of ``build`` (atomically, for concurrent readers)."""
-        for path, data in (
-            (self.index_path, OffsetIndex.encode(self.base_offset, build.offsets, build.positions)),
-            (self.time_index_path, TimeIndex.encode(self.base_offset, build.time_stamps, build.time_offsets)),
-        ):
-            tmp = f"{path}.tmp.{os.getpid()}"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+        self.storage.put(self.index_path, OffsetIndex.encode(self.base_offset, build.offsets, build.positions))
+        self.storage.put(
+            self.time_index_path, TimeIndex.encode(self.base_offset, build.time_stamps, build.time_offsets)
+        )
 
     def write_txn_index(self, txns: list[AbortedTxn]) -> None:
         """Replace the ``.txnindex`` with ``txns`` (atomically); without entries the file is empty, as
         Kafka's ``TransactionIndex.reset`` leaves it."""
-        tmp = f"{self.txn_index_path}.tmp.{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(encode_aborted(txns))
-        os.replace(tmp, self.txn_index_path)
+        self.storage.put(self.txn_index_path, encode_aborted(txns))
 
     def indexes_intact(self, *, txn_index_required: bool = False) -> bool:
         """Both index files exist, hold whole entries and pass Kafka's sanity rules, and so does the
@@ -541,7 +627,8 @@ class LogSegment:
             (self.index_path, OFFSET_INDEX_ENTRY_SIZE),
             (self.time_index_path, TIME_INDEX_ENTRY_SIZE),
         ):
-            if not os.path.exists(path) or os.path.getsize(path) % entry_size:
+            size = self.file_size(path)
+            if size is None or size % entry_size:
                 return False
         if self.checked_transaction_index(required=txn_index_required, end_offset=None) is None:
             return False

@@ -56,8 +56,9 @@ from pysparklog.errors import (
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LogConfig
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
-from pysparklog.storage.log import parse_partition_dir
+from pysparklog.storage.log_state import parse_partition_dir
 from pysparklog.storage.topic_config import (
     SERVER_PROPERTIES,
     ConfigEntry,
@@ -301,7 +302,7 @@ class TopicStore:
     def _id_on_disk(self, name: str, partitions: Iterable[int]) -> str:
         for partition in partitions:
             path = os.path.join(self.log_dir, f"{name}-{partition}", checkpoints.PARTITION_METADATA)
-            topic_id = checkpoints.read_partition_metadata(path)
+            topic_id = checkpoints.read_partition_metadata(PosixStorage("/"), path)
             if topic_id is not None:
                 return topic_id
         return ZERO_TOPIC_ID
@@ -372,7 +373,7 @@ class TopicStore:
             lock.close()
 
     def _write(self, metadata: _Metadata) -> None:
-        checkpoints.write_atomically(self.path, metadata.encode())
+        PosixStorage("/").put(self.path, metadata.encode())
 
     def _remove_stale_temporary_files(self) -> None:
         """Remove what writers killed mid-write left: they write only under the lock, which this one holds."""
@@ -443,8 +444,8 @@ class TopicStore:
             directory = os.path.join(self.log_dir, f"{topic.name}-{partition}")
             os.makedirs(directory, exist_ok=True)
             path = os.path.join(directory, checkpoints.PARTITION_METADATA)
-            if checkpoints.read_partition_metadata(path) is None:
-                checkpoints.write_partition_metadata(path, topic.topic_id)
+            if checkpoints.read_partition_metadata(PosixStorage("/"), path) is None:
+                checkpoints.write_partition_metadata(PosixStorage("/"), path, topic.topic_id)
             if progress is not None:
                 progress(done, len(todo))
         _fsync_directory(self.log_dir)
@@ -536,7 +537,9 @@ class TopicStore:
             if topic_id is None:
                 continue
             directory = os.path.join(self.log_dir, f"{topic}-{partition}")
-            on_disk = checkpoints.read_partition_metadata(os.path.join(directory, checkpoints.PARTITION_METADATA))
+            on_disk = checkpoints.read_partition_metadata(
+                PosixStorage("/"), os.path.join(directory, checkpoints.PARTITION_METADATA)
+            )
             # A directory with another id belongs to a topic an append made after the deletion: keep it.
             if on_disk is None or topic_id in (on_disk, ZERO_TOPIC_ID):
                 os.rename(directory, os.path.join(self.log_dir, _delete_dir_name(topic, partition)))
@@ -544,10 +547,10 @@ class TopicStore:
         # A topic created again under the name must not inherit the old recovery points and log start offsets.
         for name in _TOPIC_PARTITION_CHECKPOINTS:
             path = os.path.join(self.log_dir, name)
-            offsets = checkpoints.read_offset_checkpoint(path)
+            offsets = checkpoints.read_offset_checkpoint(PosixStorage("/"), path)
             kept = {tp: offset for tp, offset in offsets.items() if tp[0] not in metadata.deleting}
             if kept != offsets:
-                checkpoints.write_offset_checkpoint(path, kept)
+                checkpoints.write_offset_checkpoint(PosixStorage("/"), path, kept)
         metadata.deleting.clear()
         self._write(metadata)
 

@@ -20,7 +20,6 @@ import numpy as np
 
 from pysparklog.errors import InvalidConfigError
 from pysparklog.storage.index import ABORTED_TXN_VERSION, TransactionIndex
-from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.memory_records import EntryTable
 
 # ``AbortedTxn.java``: version int16 (0), producerId int64, firstOffset int64, lastOffset int64,
@@ -137,7 +136,7 @@ class AbortedBatches:
         if not self._ranges or len(entries) == 0:
             return aborted
         candidates = entries.is_transactional & ~entries.is_control
-        producer_ids = entries.column(k.E_PRODUCER_ID)
+        producer_ids = entries.producer_ids
         last_offsets = entries.last_offsets
         # One step per producer with aborted transactions in this chunk, not per batch.
         for producer_id in np.intersect1d(self._producer_ids, producer_ids[candidates]).tolist():

@@ -13,11 +13,14 @@ import pyarrow as pa
 from pysparklog import LogDirectory
 from pysparklog.storage import checkpoints
 from pysparklog.storage.index import OffsetIndex, TimeIndex
-from pysparklog.storage.log import STATE_FILE
+from pysparklog.storage.io import PosixStorage
+from pysparklog.storage.log_state import STATE_FILE
 from pysparklog.storage.producer_state import decode_snapshot, encode_snapshot
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.memory_records import EntryTable, scan, verify_crcs
 from tests.conftest import keyed_table, read_all
+
+LOCAL = PosixStorage("/")  # checkpoint files are named by absolute paths
 
 
 def _entries(log_dir: Path, topic: str, partition: int) -> EntryTable:
@@ -73,7 +76,7 @@ def test_consumer_offsets_partition(broker_log_dir: Path) -> None:
     value = bytes.fromhex("00030000000000000000ffffffff00000000019c0fcdac12")
     assert value in table.column("value").to_pylist()
     # The broker's own sparse index is used for lookups between its entries.
-    index = OffsetIndex.load(str(broker_log_dir / "__consumer_offsets-6" / "00000000000000000000.index"), 0)
+    index = OffsetIndex.parse((broker_log_dir / "__consumer_offsets-6" / "00000000000000000000.index").read_bytes(), 0)
     assert list(zip(index.offsets.tolist(), index.positions.tolist(), strict=True)) == [(3, 4730), (7, 9571)]
     for offset in range(13):
         assert read_all(log, offset, offset + 1).column("offset").to_pylist() == [offset]
@@ -97,18 +100,18 @@ def test_cluster_metadata_partition(broker_log_dir: Path) -> None:
 
 def test_partition_and_log_dir_text_files(broker_log_dir: Path) -> None:
     assert checkpoints.read_leader_epoch_checkpoint(
-        str(broker_log_dir / "TestTopicPatient-0" / "leader-epoch-checkpoint")
+        LOCAL, str(broker_log_dir / "TestTopicPatient-0" / "leader-epoch-checkpoint")
     ) == [(0, 0)]
     assert checkpoints.read_leader_epoch_checkpoint(
-        str(broker_log_dir / "__cluster_metadata-0" / "leader-epoch-checkpoint")
+        LOCAL, str(broker_log_dir / "__cluster_metadata-0" / "leader-epoch-checkpoint")
     ) == [(1, 0)]
     for name in ("TestTopicPatient-0", "__consumer_offsets-6", "__cluster_metadata-0"):
-        topic_id = checkpoints.read_partition_metadata(str(broker_log_dir / name / "partition.metadata"))
+        topic_id = checkpoints.read_partition_metadata(LOCAL, str(broker_log_dir / name / "partition.metadata"))
         assert topic_id is not None and len(topic_id) == 22
-    points = checkpoints.read_offset_checkpoint(str(broker_log_dir / "recovery-point-offset-checkpoint"))
+    points = checkpoints.read_offset_checkpoint(LOCAL, str(broker_log_dir / "recovery-point-offset-checkpoint"))
     assert len(points) == 54 and set(points.values()) == {0}
-    assert checkpoints.read_offset_checkpoint(str(broker_log_dir / "log-start-offset-checkpoint")) == {}
-    assert checkpoints.read_offset_checkpoint(str(broker_log_dir / "cleaner-offset-checkpoint")) == {}
+    assert checkpoints.read_offset_checkpoint(LOCAL, str(broker_log_dir / "log-start-offset-checkpoint")) == {}
+    assert checkpoints.read_offset_checkpoint(LOCAL, str(broker_log_dir / "cleaner-offset-checkpoint")) == {}
 
 
 def test_empty_producer_snapshot(broker_log_dir: Path) -> None:
@@ -132,7 +135,7 @@ def test_missing_indexes_are_rebuilt_as_the_broker_wrote_them(broker_log_dir_cop
     patient = broker_log_dir_copy / "TestTopicPatient-0"
     LogDirectory(broker_log_dir_copy).partition("TestTopicPatient", 0).recover()
     assert (patient / "00000000000000000000.index").read_bytes() == b"", "three small batches: no entry is due"
-    time_index = TimeIndex.load(str(patient / "00000000000000000000.timeindex"), 0)
+    time_index = TimeIndex.parse((patient / "00000000000000000000.timeindex").read_bytes(), 0)
     assert list(zip(time_index.timestamps.tolist(), time_index.offsets.tolist(), strict=True)) == [(1769793578165, 2)]
 
 

@@ -34,7 +34,7 @@ from pysparklog.storage.cleaner import (
     read_cleaner_checkpoint,
     run_cleaner,
 )
-from pysparklog.storage.log import SWAP_MARKER
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import HEADER_TYPE, encode_control_batch
 from pysparklog.storage.records.default_records import (
@@ -43,6 +43,7 @@ from pysparklog.storage.records.default_records import (
     end_txn_marker,
 )
 from pysparklog.storage.records.memory_records import EntryTable, scan
+from pysparklog.storage.swap import SWAP_MARKER
 from tests.conftest import REPO, read_all
 from tests.interop.kafka_tools import DumpLogSegments
 
@@ -50,6 +51,8 @@ T0 = 1_700_000_000_000  # the first record timestamp
 NOW = T0 + 10 * 60 * 1000  # when the cleaner runs, unless a test says otherwise
 DAY = 24 * 60 * 60 * 1000
 COMPACT = frozenset({"compact"})
+
+LOCAL_STORAGE = PosixStorage("/")  # checkpoint files are named by absolute paths
 
 
 def config(**overrides: object) -> LogConfig:
@@ -212,7 +215,7 @@ def test_compaction_matches_the_model(
                 assert [r for r in survivors if r.offset >= result.end_offset] == [
                     r for r in before if r.offset >= result.end_offset
                 ]
-                assert read_cleaner_checkpoint(directory)[("t", 0)] == result.end_offset
+                assert read_cleaner_checkpoint(LOCAL_STORAGE, directory)[("t", 0)] == result.end_offset
             for segment in log.segments():
                 assert segment.indexes_intact()
         log.close()
@@ -259,7 +262,7 @@ def test_a_log_is_cleaned_only_when_dirtier_than_min_cleanable_dirty_ratio(tmp_p
     assert skipped.cleanable.clean_bytes == clean_size
     assert skipped.cleanable.dirty_ratio == pytest.approx(dirty / (clean_size + dirty)) and dirty < clean_size
     assert sorted(os.listdir(log.directory)) == files_before
-    assert read_cleaner_checkpoint(str(tmp_path))[("t", 0)] == first.end_offset
+    assert read_cleaner_checkpoint(LOCAL_STORAGE, str(tmp_path))[("t", 0)] == first.end_offset
     # More: past one half.
     append(log, table(keys[:60], ts=T0 + 2000))
     log.roll()

@@ -24,6 +24,7 @@ from pysparklog import (
     TimestampType,
 )
 from pysparklog.storage import log as log_module
+from pysparklog.storage.active_segment import roll_jitter
 from pysparklog.storage.index import OffsetIndex, TimeIndex
 from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from pysparklog.storage.records.arrow_records import EncodedBatches, encode_arrow
@@ -133,7 +134,7 @@ def test_sparse_index_follows_kafkas_interval_rule(tmp_path: Path) -> None:
             expected_offsets.append(last)
             expected_positions.append(pos)
             last_entry = pos
-    index = OffsetIndex.load(segment.index_path, 0)
+    index = segment.offset_index()
     assert index.offsets.tolist() == expected_offsets
     assert index.positions.tolist() == expected_positions
     assert len(expected_offsets) >= 5
@@ -228,7 +229,7 @@ def test_special_timestamps(tmp_path: Path) -> None:
 def test_time_index_is_monotonic_and_consistent(tmp_path: Path) -> None:
     log, _ = _random_timestamps_log(tmp_path)
     for segment in log.segments()[:-1]:
-        index = TimeIndex.load(segment.time_index_path, segment.base_offset)
+        index = segment.time_index()
         assert len(index) >= 1
         assert np.all(np.diff(index.timestamps) > 0)
         # The final entry written on roll is the segment's largest timestamp.
@@ -332,7 +333,7 @@ def test_opening_a_partition_touches_only_the_segments_it_reads(tmp_path: Path) 
     assert len(writer.segments()) >= 100
     reader = LogDirectory(tmp_path, config).partition("t", 0)
     assert read_all(reader, 777, 780).column("offset").to_pylist() == [777, 778, 779]
-    assert len(reader._segments) <= 2, "segments are opened lazily, only where the read goes"
+    assert reader._segments.opened() <= 2, "segments are opened lazily, only where the read goes"
 
 
 def test_seventeen_trailing_bytes_are_a_tail_not_corruption_as_in_kafka() -> None:
@@ -347,8 +348,8 @@ def test_roll_jitter_shortens_segment_ms_the_same_way_in_every_process(tmp_path:
     config = LogConfig(segment_ms=1000, segment_jitter_ms=1000)
     log = LogDirectory(tmp_path, config).partition("t", 0)
     log.append_arrow(keyed_table(1, ts_start=10_000))
-    jitter = LogDirectory(tmp_path, config).partition("t", 0)._jitter(0)
-    assert 0 < jitter < 1000 and jitter == log._jitter(0), "derived from the base offset, not per process"
+    jitter = roll_jitter(config, 0)
+    assert 0 < jitter < 1000 and jitter == roll_jitter(config, 0), "derived from the base offset, not per process"
     log.append_arrow(keyed_table(1, start=1, ts_start=10_000 + 1000 - jitter - 1))  # waited exactly 1000 - jitter
     assert len(log.segments()) == 1
     log.append_arrow(keyed_table(1, start=2, ts_start=10_000 + 1000 - jitter - 1))  # one millisecond more
@@ -447,11 +448,11 @@ def _damage_index(segment: LogSegment, damage: str, other: LogSegment) -> None:
     elif damage.startswith("another segment's"):
         data = Path(other.time_index_path if "time" in damage else other.index_path).read_bytes()
     elif damage == "time index entry that understates its batch":
-        time_index = TimeIndex.load(path, segment.base_offset)
+        time_index = TimeIndex.parse(Path(path).read_bytes(), segment.base_offset)
         first_ts, last_offset = int(time_index.timestamps[0]) - 1, int(time_index.offsets[-1])
         data = TimeIndex.encode(segment.base_offset, [first_ts], [last_offset])
     elif damage == "offset index entry inside a batch":
-        index = OffsetIndex.load(path, segment.base_offset)
+        index = OffsetIndex.parse(Path(path).read_bytes(), segment.base_offset)
         positions = [int(p) + 1 for p in index.positions]
         data = OffsetIndex.encode(segment.base_offset, index.offsets.tolist(), positions)
     Path(path).write_bytes(data)

@@ -11,8 +11,12 @@ import pytest
 
 from pysparklog import BatchSettings, InvalidOffsetError, LogConfig, LogDirectory, OffsetOutOfRangeError
 from pysparklog.storage import checkpoints
-from pysparklog.storage.log import SWAP_MARKER, PartitionLog
+from pysparklog.storage.io import PosixStorage
+from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.swap import SWAP_MARKER
 from tests.conftest import keyed_table, read_all
+
+LOCAL = PosixStorage("/")  # checkpoint files are named by absolute paths
 
 CONFIG = LogConfig(segment_bytes=6000)
 
@@ -33,7 +37,7 @@ def test_raise_log_start_offset_hides_records_below_it(tmp_path: Path) -> None:
         list(log.read_arrow(41))
     with pytest.raises(InvalidOffsetError, match="accepted 0 to the high watermark 300"):
         log.raise_log_start_offset(301)
-    starts = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.LOG_START_OFFSET_CHECKPOINT))
+    starts = checkpoints.read_offset_checkpoint(LOCAL, str(tmp_path / checkpoints.LOG_START_OFFSET_CHECKPOINT))
     assert starts == {("t", 0): 42}
     assert LogDirectory(tmp_path, CONFIG).partition("t", 0).log_start_offset == 42, "durable"
 

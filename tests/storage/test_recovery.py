@@ -19,10 +19,14 @@ import pytest
 from pysparklog import BatchSettings, CorruptRecordError, LogConfig, LogDirectory
 from pysparklog.storage import checkpoints
 from pysparklog.storage.index import OffsetIndex, TimeIndex
-from pysparklog.storage.log import STATE_FILE, LogState, PartitionLog
+from pysparklog.storage.io import PosixStorage
+from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.log_state import STATE_FILE, LogState
 from pysparklog.storage.records.arrow_records import encode_arrow
 from pysparklog.storage.records.memory_records import scan
 from tests.conftest import REPO, keyed_table, read_all
+
+LOCAL = PosixStorage("/")  # checkpoint files are named by absolute paths
 
 
 def _state(log: PartitionLog) -> LogState:
@@ -141,7 +145,7 @@ def test_roll_moves_the_recovery_point_and_writes_kafka_checkpoints(tmp_path: Pa
     log.append_arrow(keyed_table(300), BatchSettings(max_batch_bytes=1500))
     bases = [s.base_offset for s in log.segments()]
     assert len(bases) > 2
-    points = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT))
+    points = checkpoints.read_offset_checkpoint(LOCAL, str(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT))
     assert points == {("t", 2): bases[-1]}
     with open(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT) as f:
         assert f.read() == f"0\n1\nt 2 {bases[-1]}\n"
@@ -162,7 +166,7 @@ def test_flush_policy_moves_the_recovery_point_on_every_append(tmp_path: Path, s
     for i in range(3):
         log.append_arrow(keyed_table(7, start=i * 7))
         assert _state(log).recovery_point == 7 * (i + 1)
-    points = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT))
+    points = checkpoints.read_offset_checkpoint(LOCAL, str(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT))
     assert points == {("t", 0): 21}
 
 
@@ -370,17 +374,17 @@ def test_a_damaged_log_dir_checkpoint_is_written_again_from_the_state_records(
     log.append_arrow(keyed_table(100))
     (tmp_path / name).write_bytes(_CHECKPOINT_DAMAGE[damage])
     with pytest.raises(CorruptRecordError, match=name):
-        checkpoints.read_offset_checkpoint(str(tmp_path / name))
+        checkpoints.read_offset_checkpoint(LOCAL, str(tmp_path / name))
     _CHECKPOINT_WRITERS[writer](log)
-    points = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT))
-    starts = checkpoints.read_offset_checkpoint(str(tmp_path / checkpoints.LOG_START_OFFSET_CHECKPOINT))
+    points = checkpoints.read_offset_checkpoint(LOCAL, str(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT))
+    starts = checkpoints.read_offset_checkpoint(LOCAL, str(tmp_path / checkpoints.LOG_START_OFFSET_CHECKPOINT))
     state = LogState.decode((Path(log.directory) / STATE_FILE).read_bytes())
     assert state is not None and points == {("u", 3): 50, ("t", 0): state.recovery_point}
     assert starts == {("u", 3): 20}, "u-3's log start, from its state record"
     assert read_all(log).num_rows == state.log_end_offset
 
 
-_PARTITION_FILE_READERS: dict[str, Callable[[str], object]] = {
+_PARTITION_FILE_READERS: dict[str, Callable[[PosixStorage, str], object]] = {
     checkpoints.LEADER_EPOCH_CHECKPOINT: checkpoints.read_leader_epoch_checkpoint,
     checkpoints.PARTITION_METADATA: checkpoints.read_partition_metadata,
 }
@@ -397,7 +401,7 @@ def test_damaged_partition_files_are_written_again_by_recovery(tmp_path: Path, n
     original = path.read_bytes()
     path.write_bytes(b"\xff\xfe" + original[2:])
     with pytest.raises(CorruptRecordError, match=f"{name}.*not UTF-8"):
-        _PARTITION_FILE_READERS[name](str(path))
+        _PARTITION_FILE_READERS[name](LOCAL, str(path))
     new = logs.partition("t", 2)
     new.append_arrow(keyed_table(1))  # another partition's unreadable file does not stop a new one
     log.recover()

@@ -10,9 +10,9 @@ The engine relies on a few properties of it; each test here checks one, on pytes
 (a fresh subdirectory is made there and removed afterwards; see docs/cluster.md). The properties:
 
 * ``flock`` excludes across processes, exclusive against shared, and between two opens in one process
-  (``storage.locking.FileLock``: the per-partition ``pysparklog.state`` lock and the log directory's ``.lock``);
+  (``PosixStorage.lock``: the per-partition ``pysparklog.state`` lock and the log directory's ``.lock``);
 * ``os.replace`` swaps a file atomically, so readers without a lock see the old or the new content
-  (``checkpoints.write_atomically``: topic metadata, checkpoints, group and transaction state);
+  (``PosixStorage.put``: topic metadata, checkpoints, group and transaction state);
 * the writes appends make: ``pwrite`` at the end of an existing file opened without ``O_APPEND``, ``pwrite``
   in place at offset 0, ``ftruncate``, appends with ``O_APPEND``, all visible to the next process to open the file;
 * ``fsync`` of a file (through a read-only descriptor too) and of a directory;
@@ -41,12 +41,11 @@ import pyarrow as pa
 import pytest
 
 from pysparklog import LogDirectory
-from pysparklog.storage.checkpoints import write_atomically
-from pysparklog.storage.locking import FileLock
+from pysparklog.storage.io import PosixLock, PosixStorage
 from tests.conftest import REPO, read_all
 
 FS_CHECK_DIR_ENV = "PYSPARKLOG_FS_CHECK_DIR"
-STATE_RECORD_SIZE = 114  # pysparklog.state: storage.log.LogState
+STATE_RECORD_SIZE = 114  # pysparklog.state: storage.log_state.LogState
 
 _TRY_LOCK = """
 import fcntl, os, sys
@@ -139,7 +138,7 @@ def _try_lock(path: Path, mode: str) -> str:
 
 def test_flock_excludes_other_processes(fs_dir: Path) -> None:
     path = fs_dir / "pysparklog.state"
-    lock = FileLock(str(path))
+    lock = PosixLock(str(path))
     try:
         with lock.exclusive():
             assert _try_lock(path, "exclusive") == "refused", "an exclusive flock did not exclude another process"
@@ -154,7 +153,7 @@ def test_flock_excludes_other_processes(fs_dir: Path) -> None:
 
 def test_a_process_waiting_for_the_lock_gets_it_when_it_is_released(fs_dir: Path) -> None:
     path = fs_dir / ".lock"
-    lock = FileLock(str(path))
+    lock = PosixLock(str(path))
     try:
         with lock.exclusive():
             waiter = subprocess.Popen(
@@ -169,15 +168,15 @@ def test_a_process_waiting_for_the_lock_gets_it_when_it_is_released(fs_dir: Path
 
 
 def test_two_opens_of_one_file_in_one_process_exclude_each_other(fs_dir: Path) -> None:
-    # Two PartitionLog objects of one partition in one process hold two FileLocks of one file.
+    # Two PartitionLog objects of one partition in one process hold two PosixLocks of one file.
     path = fs_dir / "pysparklog.state"
-    first, second = FileLock(str(path)), FileLock(str(path))
+    first, second = PosixLock(str(path)), PosixLock(str(path))
     try:
         with first.exclusive():
-            with second.try_exclusive() as fd:
-                assert fd is None, "flock does not exclude between two opens of the file in one process"
-        with second.try_exclusive() as fd:
-            assert fd is not None
+            with second.try_exclusive() as record:
+                assert record is None, "flock does not exclude between two opens of the file in one process"
+        with second.try_exclusive() as record:
+            assert record is not None
     finally:
         first.close()
         second.close()
@@ -215,7 +214,7 @@ def test_a_file_renamed_while_open_stays_readable(fs_dir: Path) -> None:
 def test_the_writes_of_an_append_are_seen_by_the_next_process(fs_dir: Path) -> None:
     log_path, index_path, state_path = fs_dir / "0.log", fs_dir / "0.index", fs_dir / "pysparklog.state"
     log_path.write_bytes(b"x" * 100)
-    fd = os.open(log_path, os.O_WRONLY)  # PartitionLog._write_pending: at the acknowledged size, no O_APPEND
+    fd = os.open(log_path, os.O_WRONLY)  # PosixStorage.write_at: at the acknowledged size, no O_APPEND
     try:
         assert os.pwrite(fd, b"y" * 50, 100) == 50
         os.ftruncate(fd, 140)  # a failed write is cut back, and recovery truncates a torn tail
@@ -239,12 +238,12 @@ def test_the_writes_of_an_append_are_seen_by_the_next_process(fs_dir: Path) -> N
 
 def test_fsync_of_files_and_directories(fs_dir: Path) -> None:
     path = fs_dir / "recovery-point-offset-checkpoint"
-    write_atomically(str(path), b"0\n1\nt 0 42\n")  # temporary file, fsync, rename, fsync of the directory
+    PosixStorage(fs_dir).put(str(path), b"0\n1\nt 0 42\n")  # temporary file, fsync, rename, fsync of the directory
     assert path.read_bytes() == b"0\n1\nt 0 42\n"
     assert not [p for p in fs_dir.iterdir() if ".tmp." in p.name]
     segment = fs_dir / "00000000000000000000.log"
     segment.write_bytes(b"unflushed")
-    fd = os.open(segment, os.O_RDONLY)  # how a roll or a flush fsyncs a segment's files (storage.log._fsync)
+    fd = os.open(segment, os.O_RDONLY)  # how a roll or a flush fsyncs a segment's files (PosixStorage.sync)
     try:
         os.fsync(fd)
     finally:

@@ -24,8 +24,11 @@ from pysparklog.errors import (
     UnknownTopicError,
 )
 from pysparklog.storage import checkpoints
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.topics import MAX_PARTITIONS, TOPICS_FILE, ZERO_TOPIC_ID, TopicStore, validate_topic_partitions
 from tests.conftest import REPO, keyed_table
+
+LOCAL = PosixStorage("/")  # checkpoint files are named by absolute paths
 
 
 def _store(tmp_path: Path) -> TopicStore:
@@ -131,7 +134,8 @@ def test_create_writes_the_metadata_then_the_partition_directories(tmp_path: Pat
     }
     for p in range(3):
         assert (
-            checkpoints.read_partition_metadata(str(tmp_path / f"orders-{p}" / "partition.metadata")) == topic.topic_id
+            checkpoints.read_partition_metadata(LOCAL, str(tmp_path / f"orders-{p}" / "partition.metadata"))
+            == topic.topic_id
         )
     assert _store(tmp_path).get("orders") == topic
 
@@ -233,7 +237,7 @@ def test_partitions_are_only_ever_added(tmp_path: Path) -> None:
     with pytest.raises(InvalidPartitionsError, match="already has 3 partitions"):
         store.alter_partitions("t", 3)
     assert store.alter_partitions("t", 5).partitions == 5
-    assert checkpoints.read_partition_metadata(str(tmp_path / "t-4" / "partition.metadata")) == topic.topic_id
+    assert checkpoints.read_partition_metadata(LOCAL, str(tmp_path / "t-4" / "partition.metadata")) == topic.topic_id
 
 
 def test_a_partition_the_topic_does_not_have_cannot_be_opened(tmp_path: Path) -> None:
@@ -270,7 +274,7 @@ def test_topics_made_by_appends_are_listed_and_adopted_with_their_id(tmp_path: P
     adopted = logs.topics.alter_configs("implicit", {"retention.ms": "5"})
     assert (adopted.topic_id, adopted.partitions) == (topic_id, 3)
     assert json.loads((tmp_path / TOPICS_FILE).read_text())["topics"]["implicit"]["topic_id"] == topic_id
-    assert checkpoints.read_partition_metadata(str(tmp_path / "implicit-1" / "partition.metadata")) == topic_id
+    assert checkpoints.read_partition_metadata(LOCAL, str(tmp_path / "implicit-1" / "partition.metadata")) == topic_id
     assert logs.topics.alter_partitions("implicit", 4).topic_id == topic_id
 
 
@@ -292,7 +296,7 @@ def test_directories_without_partition_metadata_get_an_id_when_adopted(tmp_path:
     assert store.get("bare").topic_id == ZERO_TOPIC_ID
     topic = store.alter_partitions("bare", 2)
     assert topic.topic_id != ZERO_TOPIC_ID
-    assert checkpoints.read_partition_metadata(str(tmp_path / "bare-0" / "partition.metadata")) == topic.topic_id
+    assert checkpoints.read_partition_metadata(LOCAL, str(tmp_path / "bare-0" / "partition.metadata")) == topic.topic_id
 
 
 # -- configs -------------------------------------------------------------------------------------------------------
@@ -432,7 +436,7 @@ def test_delete_removes_the_topic_its_directories_and_its_checkpoint_entries(tmp
     assert logs.topics.names() == ["kept"]
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["kept-0"]
     for name in (checkpoints.RECOVERY_POINT_CHECKPOINT, checkpoints.LOG_START_OFFSET_CHECKPOINT):
-        assert all(topic == "kept" for topic, _ in checkpoints.read_offset_checkpoint(str(tmp_path / name)))
+        assert all(topic == "kept" for topic, _ in checkpoints.read_offset_checkpoint(LOCAL, str(tmp_path / name)))
     logs.topics.create("t", 1)
     log = logs.partition("t", 0)
     assert log.append_arrow(keyed_table(1)).first_offset == 0

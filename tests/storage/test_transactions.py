@@ -18,7 +18,7 @@ from pysparklog import BatchSettings, InvalidConfigError, LogConfig, LogDirector
 from pysparklog.storage import checkpoints
 from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.index import TransactionIndex
-from pysparklog.storage.log import STATE_FILE, LogState
+from pysparklog.storage.log_state import STATE_FILE, LogState
 from pysparklog.storage.records.arrow_records import encode_arrow, encode_control_batch
 from pysparklog.storage.records.default_records import ControlRecordType, end_txn_marker
 from pysparklog.storage.transaction_index import AbortedTxn
@@ -237,7 +237,7 @@ def test_an_abort_writes_kafkas_txnindex_entry_and_read_committed_skips_its_reco
     assert log.aborted_transactions(7, 9) == [AbortedTxn(7, 8, 10, 11)]
     # A marker of a producer without an open transaction completes nothing (Kafka writes no entry).
     log.append(producers.marker(7, ABORT))
-    assert len(TransactionIndex.load(str(path))) == 2
+    assert len(TransactionIndex.parse(path.read_bytes(), str(path))) == 2
 
 
 def test_an_unknown_isolation_level_is_refused(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ it:
 - an **object store** (``s3://``, ``gs://``, ``abfss://``): objects are immutable once written, an
   append is a new object, and exclusion comes from conditional writes: create-if-absent
   (:attr:`PutMode.CREATE`) and replace-if-version (``put(..., expected_version=...)``). Such a backend
-  says so with ``in_place_writes = False`` and does not offer ``write_at``/``append``/``truncate``
-  or locks; the log keeps its commit protocol on ``put`` alone there.
+  says so with ``in_place_writes = False`` and does not offer ``write_at``/``append``/``truncate``,
+  ``set_modified`` or locks; the log keeps its commit protocol on ``put`` alone there.
 
 Paths are strings in the backend's own form (a filesystem path, or a key below the store's root);
 :meth:`Storage.join` builds them, so no caller concatenates separators itself.
@@ -26,7 +26,7 @@ The contract, in the words an implementation must honour:
   the path exists; with ``expected_version`` it fails with the same error when the file's current
   version differs (or it does not exist). Exactly one of any number of concurrent conditional
   writers of one version wins.
-- ``write_at``/``append``/``truncate`` change a file in place (filesystems only) and are durable only
+- ``write_at``/``append``/``truncate``/``set_modified`` change a file in place (filesystems only) and are durable only
   after ``sync``.
 - ``lock(path)`` gives a lock that excludes across processes and hosts sharing the directory, holding a
   small record (the lock file's own bytes) that its holders read and write.
@@ -85,7 +85,7 @@ class StorageLock(Protocol):
     """A lock excluding across threads, processes and hosts, on one file of the directory."""
 
     def exclusive(self) -> AbstractContextManager[LockedRecord]:
-        """Hold the lock alone (creating its file on first use)."""
+        """Hold the lock alone (creating its file, and the directory holding it, on first use)."""
         ...
 
     def try_exclusive(self) -> AbstractContextManager[LockedRecord | None]:
@@ -182,6 +182,11 @@ class Storage(Protocol):
 
     def sync(self, path: str) -> None:
         """Make a file's in-place writes durable (fsync); a missing file is no error."""
+        ...
+
+    def set_modified(self, path: str, modified_ms: int) -> None:
+        """Set a file's modification time: a compacted segment keeps the time of the segments it
+        replaces, which time retention goes by (Kafka's ``File.setLastModified``)."""
         ...
 
     def lock(self, path: str) -> StorageLock:

@@ -56,12 +56,14 @@ class PosixLock:
 
     def _open(self, *, create: bool) -> int | None:
         if self._fd is None:
+            flags = os.O_RDWR | (os.O_CREAT if create else 0)
             try:
-                self._fd = os.open(self.path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+                self._fd = os.open(self.path, flags, 0o644)
             except FileNotFoundError:
-                if create:
-                    raise
-                return None
+                if not create:
+                    return None
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)  # the lock's directory comes with it
+                self._fd = os.open(self.path, flags, 0o644)
             except PermissionError:
                 if create:
                     raise
@@ -290,6 +292,10 @@ class PosixStorage:
             _fsync_path(path)
         except FileNotFoundError:
             pass
+
+    def set_modified(self, path: str, modified_ms: int) -> None:
+        modified_ns = modified_ms * 1_000_000
+        os.utime(path, ns=(modified_ns, modified_ns))
 
     def lock(self, path: str) -> PosixLock:
         return PosixLock(path)

@@ -103,6 +103,34 @@ class EntryTable:
         return self.rows[:, k.E_MAX_TIMESTAMP]
 
     @property
+    def last_offset_deltas(self) -> np.ndarray:
+        return self.rows[:, k.E_LAST_OFFSET_DELTA]
+
+    @property
+    def producer_ids(self) -> np.ndarray:
+        return self.rows[:, k.E_PRODUCER_ID]
+
+    @property
+    def producer_epochs(self) -> np.ndarray:
+        return self.rows[:, k.E_PRODUCER_EPOCH]
+
+    @property
+    def base_sequences(self) -> np.ndarray:
+        return self.rows[:, k.E_BASE_SEQUENCE]
+
+    @property
+    def base_timestamps(self) -> np.ndarray:
+        return self.rows[:, k.E_BASE_TIMESTAMP]
+
+    @property
+    def records_counts(self) -> np.ndarray:
+        return self.rows[:, k.E_RECORDS_COUNT]
+
+    @property
+    def partition_leader_epochs(self) -> np.ndarray:
+        return self.rows[:, k.E_PARTITION_LEADER_EPOCH]
+
+    @property
     def is_control(self) -> np.ndarray:
         return np.asarray((self.magics >= MAGIC_V2) & ((self.attributes & CONTROL_FLAG_MASK) != 0))
 

@@ -128,6 +128,9 @@ def test_in_place_writes(storage: Storage) -> None:
     assert storage.read(path) == b"aX"
     storage.sync(path)
     storage.sync(storage.join("missing"))
+    storage.set_modified(path, 1_600_000_000_123)
+    stat = storage.stat(path)
+    assert stat is not None and stat.modified_ms == 1_600_000_000_123
 
 
 def test_rename_delete_and_trees(storage: Storage) -> None:
