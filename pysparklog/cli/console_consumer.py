@@ -62,7 +62,7 @@ from pysparklog.cli._common import StopSignals, UsageError, add_log_dir_argument
 from pysparklog.cli._console import add_property_argument, is_true, parse_properties
 from pysparklog.cli.main import EXIT_INTERRUPTED
 from pysparklog.consumer import AutoOffsetReset, Consumer, ConsumerConfig
-from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from pysparklog.storage.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pysparklog.storage.records.arrow_records import binary_buffers
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir, topic_partitions
 from pysparklog.errors import PySparkLogError
 from pysparklog.storage.config import INT_MAX
-from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PartitionLog
+from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5

@@ -57,8 +57,9 @@ from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
 from pysparklog.storage.io import Storage
 from pysparklog.storage.locking import LOG_DIR_LOCK
-from pysparklog.storage.log import PartitionLog, SegmentInfo
+from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.log_reads import SegmentInfo
 from pysparklog.storage.offset_map import OffsetMap, key_hashes
 from pysparklog.storage.producer_state import ProducerStateTracker
 from pysparklog.storage.records import kernels as k

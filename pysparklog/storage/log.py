@@ -22,7 +22,6 @@ Every byte is reached through the log directory's :class:`~pysparklog.storage.io
 
 from __future__ import annotations
 
-import bisect
 import os
 import threading
 import time
@@ -42,11 +41,23 @@ from pysparklog.errors import (
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.active_segment import ActiveSegment
-from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
+from pysparklog.storage.config import INT_MAX, LogConfig
 from pysparklog.storage.index import TransactionIndex
 from pysparklog.storage.io import LockedRecord, Storage, storage_for
 from pysparklog.storage.loader import LoadedLog, LogLoader
 from pysparklog.storage.log_dir_checkpoints import LogDirCheckpoints
+from pysparklog.storage.log_reads import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    SegmentInfo,
+    aborted_in,
+    checked_txn_index,
+    find_offset_for_timestamp,
+    read_batches,
+    rebuild_txn_indexes,
+    segment_infos,
+)
 from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.log_state import (
     BOOT_ID,
@@ -61,10 +72,9 @@ from pysparklog.storage.producer_state import (
     NO_TXN_FIRST_OFFSET,
     OpenTransactions,
     ProducerStateTracker,
-    replay_segment,
 )
-from pysparklog.storage.producer_validation import ProducerCache, ProducerCheck, check_producers
-from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, decode_entries, encode_arrow
+from pysparklog.storage.producer_validation import ProducerCache, ProducerStates, check_producers
+from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, encode_arrow
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.segment import LogSegment
 from pysparklog.storage.swap import (
@@ -78,7 +88,6 @@ from pysparklog.storage.transaction_index import (
     READ_UNCOMMITTED,
     AbortedBatches,
     AbortedTxn,
-    collect_aborted,
     is_read_committed,
 )
 from pysparklog.storage.validator import (
@@ -91,13 +100,6 @@ from pysparklog.storage.validator import (
 )
 
 ConfigSource = LogConfig | Callable[[], LogConfig]
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-#: Offsets of log a process may replay to rebuild producer state before it snapshots the result at the log
-#: end (besides the snapshot of every roll), so that the next process starts from there. Kafka's broker keeps
-#: the state in memory and needs no such snapshot; short-lived writers (a Spark task each) do.
-SNAPSHOT_AFTER_REPLAY = 100_000
 _MAX_VIEW_RETRIES = 20
 _T = TypeVar("_T")
 
@@ -122,25 +124,6 @@ class AppendInfo:
             infos[-1].log_append_time_ms,
             max(i.max_timestamp for i in infos),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentInfo:
-    """One segment as retention and the cleaner see it.
-
-    Attributes:
-        base_offset: The segment's base offset.
-        size: Its acknowledged size in bytes.
-        largest_timestamp: The largest batch timestamp, -1 when none.
-        last_modified_ms: The ``.log`` file's modification time (Kafka's fallback for time retention).
-        next_base: The next segment's base offset, or the log end offset for the active segment.
-    """
-
-    base_offset: int
-    size: int
-    largest_timestamp: int
-    last_modified_ms: int
-    next_base: int
 
 
 class PartitionLog:
@@ -179,7 +162,7 @@ class PartitionLog:
         self._checkpoints = LogDirCheckpoints(self.storage, self.checkpoint_dir)
         self._active: ActiveSegment | None = None
         self._producers = ProducerStateTracker(self.storage, self.directory)
-        self._producer_cache: ProducerCache | None = None
+        self._producer_states = ProducerStates(self._producers, self._segments)
         # The first unstable offset derived for a view whose state record does not hold it.
         self._derived_unstable: tuple[tuple[tuple[int, ...], int, int], int] | None = None
         self._write_mutex = threading.Lock()
@@ -306,33 +289,9 @@ class PartitionLog:
 
         def collect(record: LockedRecord | None) -> tuple[list[AbortedTxn], list[int]]:
             view = self._locked_view(record)
-            return self._aborted_in(view, start_offset, min(end_offset, view.log_end_offset))
+            return aborted_in(self._segments, view, start_offset, min(end_offset, view.log_end_offset))
 
         return self._with_transaction_indexes(collect)
-
-    def _aborted_in(self, view: LogView, start: int, upper: int) -> tuple[list[AbortedTxn], list[int]]:
-        """Kafka's ``collectAbortedTransactions`` over the ``.txnindex`` files of ``view``, from the
-        segment holding ``start`` on until an entry proves later ones cannot overlap.
-
-        A transaction's entry sits in the segment of its marker, which may come after the range. The
-        caller holds the state record's lock shared, so no segment of the view is retired or swapped
-        while its file is read.
-
-        Returns:
-            The aborted transactions, and the bases of the segments searched whose ``.txnindex`` is lost
-            or damaged (``_checked_txn_index``): the transactions are incomplete until those are rebuilt.
-        """
-        found: list[AbortedTxn] = []
-        damaged: list[int] = []
-        if upper <= start or not view.segment_bases:
-            return found, damaged
-        for i in range(self._segment_for(view, start), len(view.segment_bases)):
-            index = self._checked_txn_index(view, i)
-            if index is None:
-                damaged.append(view.segment_bases[i])
-            elif collect_aborted(index, start, upper, view.log_end_offset, found):
-                break
-        return found, damaged
 
     def transaction_index(self, base: int) -> TransactionIndex:
         """The ``.txnindex`` entries of segment ``base``, rebuilt first when lost or damaged.
@@ -345,20 +304,12 @@ class PartitionLog:
             view = self._locked_view(record)
             if base not in view.segment_bases:
                 raise InvalidOffsetError(f"{self.topic}-{self.partition} has no segment at offset {base}")
-            index = self._checked_txn_index(view, view.segment_bases.index(base))
+            index = checked_txn_index(self._segments, view, view.segment_bases.index(base))
             return index, [] if index is not None else [base]
 
         index = self._with_transaction_indexes(read)
         assert index is not None
         return index
-
-    def _checked_txn_index(self, view: LogView, i: int) -> TransactionIndex | None:
-        """The ``.txnindex`` of segment ``i`` of ``view``, None when it must be rebuilt: lost (the segment
-        is at or past where the state record says every segment has one) or damaged."""
-        base = view.segment_bases[i]
-        required = 0 <= view.txn_indexes_from <= base
-        end_offset = view.segment_bases[i + 1] if i + 1 < len(view.segment_bases) else None
-        return self.segment(base).checked_transaction_index(required=required, end_offset=end_offset)
 
     def _with_transaction_indexes(self, read: Callable[[LockedRecord | None], tuple[_T, list[int]]]) -> _T:
         """``read(record)`` under the state record's lock held shared; when it found ``.txnindex`` files lost
@@ -373,25 +324,9 @@ class PartitionLog:
         raise CorruptRecordError(f"the .txnindex files of {self.directory} could not be rebuilt")
 
     def _rebuild_transaction_indexes(self, bases: Sequence[int]) -> None:
-        """Rebuild the ``.txnindex`` of each segment of ``bases`` that is still lost or damaged, as
-        recovery does: the producer state at the segment's base (from the last snapshot, replayed
-        forward) replayed through its batches gives each aborted transaction's entry. Under the write
-        lock, so that no append, roll, retention or compaction runs meanwhile."""
+        """Rebuild the ``.txnindex`` files of ``bases`` that are still lost or damaged, under the write lock."""
         with self._write_mutex, self._lock.exclusive() as record:
-            view = self._locked_view(record)
-            segment_bases = list(view.segment_bases)
-            for i, base in enumerate(segment_bases):
-                if base not in bases or self._checked_txn_index(view, i) is not None:
-                    continue
-                segment = self.segment(base)
-                producers = self._producers.load(segment_bases, segment_bases[-1], view.active_size, base)
-                open_txns = OpenTransactions.of(producers)
-                end = view.end_of(base, segment)
-                segment.write_txn_index(replay_segment(producers, segment, 0, end, 0, LONG_MAX, open_txns))
-
-    def _segment_for(self, view: LogView, offset: int) -> int:
-        i = bisect.bisect_right(view.segment_bases, offset) - 1
-        return max(i, 0)
+            rebuild_txn_indexes(self._segments, self._producers, self._locked_view(record), bases)
 
     def _check_range(self, view: LogView, offset: int) -> None:
         if not view.log_start_offset <= offset <= view.log_end_offset:
@@ -462,7 +397,7 @@ class PartitionLog:
             if not committed:
                 return (view, start, end, None), []
             end = min(end, self._last_stable(view))
-            txns, damaged = self._aborted_in(view, start, end)
+            txns, damaged = aborted_in(self._segments, view, start, end)
             return (view, start, end, AbortedBatches(txns) if txns else None), damaged
 
         view, start, end, aborted = self._with_transaction_indexes(plan)
@@ -471,7 +406,16 @@ class PartitionLog:
             return
         for _attempt in range(_MAX_VIEW_RETRIES):
             try:
-                for batch in self._read_view(view, position, end, include_headers, max_chunk_bytes, aborted):
+                for batch in read_batches(
+                    self._segments,
+                    view,
+                    self._topic_partition,
+                    position,
+                    end,
+                    include_headers,
+                    max_chunk_bytes,
+                    aborted,
+                ):
                     position = int(batch.column("offset")[-1].as_py()) + 1
                     yield batch
                 return
@@ -485,51 +429,6 @@ class PartitionLog:
                         f"the log now starts at {view.log_start_offset}"
                     ) from None
         raise CorruptRecordError(f"the segments of {self.directory} keep disappearing under the reader")
-
-    def _read_view(
-        self,
-        view: LogView,
-        start: int,
-        end: int,
-        include_headers: bool,
-        max_chunk_bytes: int,
-        aborted: AbortedBatches | None,
-    ) -> Iterator[pa.RecordBatch]:
-        first = self._segment_for(view, start)
-        for base in view.segment_bases[first:]:
-            if base >= end:
-                return
-            segment = self.segment(base)
-            seg_end = view.end_of(base, segment)
-            found = segment.translate_offset(start, seg_end)
-            if found is None:
-                continue
-            for chunk in segment.chunks(
-                found[0], seg_end, max_bytes=max_chunk_bytes, offsets_below=view.offsets_below(base)
-            ):
-                entries = chunk.entries
-                keep = ~entries.is_control
-                if aborted is not None:
-                    keep &= ~aborted.mask(entries)
-                data = entries.select(keep)
-                for batch in decode_entries(
-                    chunk.buf,
-                    data,
-                    topic=self.topic,
-                    partition=self.partition,
-                    include_headers=include_headers,
-                    file=segment.log_path,
-                    base_position=chunk.position,
-                ):
-                    offsets = batch.column("offset").to_numpy()
-                    lo = int(np.searchsorted(offsets, start, side="left"))
-                    hi = int(np.searchsorted(offsets, end, side="left"))
-                    if hi > lo:
-                        yield batch.slice(lo, hi - lo)
-                    if hi < len(offsets):
-                        return
-                if len(entries) and int(entries.last_offsets[-1]) >= end - 1:
-                    return
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """Kafka's ListOffsets for one partition: (offset, timestamp), or None when nothing qualifies.
@@ -549,30 +448,9 @@ class PartitionLog:
             return view.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
             return view.log_end_offset, -1
-        if timestamp == MAX_TIMESTAMP:
-            best: tuple[int, int] | None = None
-            for base in view.segment_bases:
-                seg = self.segment(base)
-                ts, offset = seg.largest_timestamp(view.end_of(base, seg), view.offsets_below(base))
-                if ts >= 0 and (best is None or ts > best[1]):
-                    best = (offset, ts)
-            return best
-        if timestamp < 0:
+        if timestamp < 0 and timestamp != MAX_TIMESTAMP:
             raise InvalidOffsetError(f"timestamp {timestamp} is not valid; accepted: {_TIMESTAMP_ARGUMENTS}")
-        # Kafka's UnifiedLog.fetchOffsetByTimestamp: the first segment whose largest timestamp reaches the
-        # target answers, even with none; a segment without a record timestamp (empty, as compaction may
-        # leave one) counts its file's modification time (LogSegment.largestTimestamp).
-        for base in view.segment_bases:
-            seg = self.segment(base)
-            end = view.end_of(base, seg)
-            largest = seg.largest_timestamp(end, view.offsets_below(base))[0]
-            if largest < 0:
-                if len(seg.time_index()):
-                    continue  # the records its time index describes are gone: damage, not an emptied segment
-                largest = seg.modified_ms()
-            if largest >= timestamp:
-                return seg.find_offset_by_timestamp(timestamp, view.log_start_offset, end, view.offsets_below(base))
-        return None
+        return find_offset_for_timestamp(self._segments, view, timestamp)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -643,14 +521,15 @@ class PartitionLog:
         self, record: LockedRecord, active: ActiveSegment, validator: LogValidator, piece: Batches
     ) -> AppendInfo:
         """Append batches some of which carry a producer id, checked against the producers' state."""
-        check = check_producers(self._producer_state(active), active.state.log_end_offset, piece.buf, piece.entries)
+        check = check_producers(self._producer_states.at(active), active.state.log_end_offset, piece.buf, piece.entries)
         if not check.keep.all():
             piece = Batches(piece.buf, piece.entries.select(check.keep))
         piece = validator.validated(piece)
         info = None
         if len(piece.entries):
             info = self._append_locked(record, active, [piece], check.aborted, check.open_txns)
-        self._remember_producers(check)
+        assert self._active is not None  # the append (or _sync_for_write) left the active segment there
+        self._producer_states.remember(check, self._active.state)
         repeated = check.max_timestamps[~check.keep]
         return AppendInfo(
             int(check.first_offsets[0]),
@@ -658,56 +537,6 @@ class PartitionLog:
             int((check.last_offsets - check.first_offsets + 1).sum()),
             info.log_append_time_ms if info is not None else -1,
             max(info.max_timestamp if info is not None else -1, int(repeated.max()) if len(repeated) else -1),
-        )
-
-    def _producer_state(self, active: ActiveSegment) -> ProducerCache:
-        """The producers as of the acknowledged log end: the cached state, brought forward over what
-        other processes appended since, or rebuilt from the last snapshot when the log moved under it
-        (a roll, a truncation). Runs under the write lock."""
-        state = active.state
-        cache = self._producer_cache
-        if (
-            cache is not None
-            and cache.active_base == state.active_base
-            and cache.active_size <= state.active_size
-            and cache.log_end_offset <= state.log_end_offset
-        ):
-            replay_segment(
-                cache.producers,
-                active.segment,
-                cache.active_size,
-                state.active_size,
-                cache.log_end_offset,
-                state.log_end_offset,
-                cache.open_txns,
-            )
-        else:
-            bases = self._segments.list()
-            producers, replayed_from = self._producers.load_replayed(
-                bases, state.active_base, state.active_size, state.log_end_offset, remove_unreadable=True
-            )
-            if state.log_end_offset - replayed_from >= SNAPSHOT_AFTER_REPLAY:
-                # The next process would replay it all again (every Spark task has a new producer): keep it.
-                self._producers.write_snapshot(state.log_end_offset, producers, bases)
-            cache = self._producer_cache = ProducerCache(producers, 0, 0, 0, OpenTransactions.of(producers))
-        cache.active_base, cache.active_size, cache.log_end_offset = (
-            state.active_base,
-            state.active_size,
-            state.log_end_offset,
-        )
-        return cache
-
-    def _remember_producers(self, check: ProducerCheck) -> None:
-        """Fold an append's producer updates into the cache, now at the log end the append left."""
-        cache, active = self._producer_cache, self._active
-        assert cache is not None and active is not None
-        cache.producers.update(check.updated)
-        if check.open_txns is not None:
-            cache.open_txns = check.open_txns
-        cache.active_base, cache.active_size, cache.log_end_offset = (
-            active.state.active_base,
-            active.state.active_size,
-            active.state.log_end_offset,
         )
 
     def _append_locked(
@@ -850,7 +679,7 @@ class PartitionLog:
             active = self._reconciled(record, state, active)
         if active.state.first_unstable_offset == UNKNOWN_FIRST_UNSTABLE_OFFSET:
             # A version 0 record: derive the first unstable offset once and record it.
-            unstable = self._producer_state(active).open_txns.first_unstable_offset()
+            unstable = self._producer_states.at(active).open_txns.first_unstable_offset()
             active.state = replace(active.state, first_unstable_offset=unstable)
             self._write_state(record, active.state)
         self._active = active
@@ -911,8 +740,10 @@ class PartitionLog:
         loaded: LoadedLog = loader.recover(read_state(record), recovery_point, only_active=only_active)
         self._write_state(record, loaded.state)
         state = loaded.state
-        self._producer_cache = ProducerCache(
-            loaded.producers, state.active_base, state.active_size, state.log_end_offset, loaded.open_txns
+        self._producer_states.reset(
+            ProducerCache(
+                loaded.producers, state.active_base, state.active_size, state.log_end_offset, loaded.open_txns
+            )
         )
         return ActiveSegment.from_files(state, self.segment(state.active_base), self._config)
 
@@ -924,18 +755,7 @@ class PartitionLog:
 
     def segment_infos(self) -> list[SegmentInfo]:
         """What retention and the cleaner decide on, for every segment of the acknowledged view."""
-        view = self.view()
-        bases = view.segment_bases
-        infos = []
-        for base, next_base in zip(bases, [*bases[1:], None][: len(bases)], strict=True):
-            segment = self.segment(base)
-            end = view.end_of(base, segment)
-            largest, _ = segment.largest_timestamp(end)
-            modified = segment.modified_ms()
-            infos.append(
-                SegmentInfo(base, end, largest, modified, view.log_end_offset if next_base is None else next_base)
-            )
-        return infos
+        return segment_infos(self._segments, self.view())
 
     def roll(self) -> bool:
         """Roll the active segment now if it holds data (retention does this when everything qualifies)."""

@@ -11,17 +11,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pysparklog.storage.active_segment import ActiveSegment
+from pysparklog.storage.log_segments import LogSegments
+from pysparklog.storage.log_state import LogState
 from pysparklog.storage.producer_state import (
     OpenTransactions,
     ProducerEntry,
+    ProducerStateTracker,
     apply_entry,
     apply_run,
     check_marker_epoch,
     check_sequence,
     next_sequence,
+    replay_segment,
 )
 from pysparklog.storage.records.memory_records import EntryTable
 from pysparklog.storage.transaction_index import AbortedTxn
+
+#: Offsets of log a process may replay to rebuild producer state before it snapshots the result at the log
+#: end (besides the snapshot of every roll), so that the next process starts from there. Kafka's broker keeps
+#: the state in memory and needs no such snapshot; short-lived writers (a Spark task each) do.
+SNAPSHOT_AFTER_REPLAY = 100_000
 
 
 @dataclass(slots=True)
@@ -166,3 +176,71 @@ def _check_run(
     return ProducerCheck(
         np.ones(len(entries), bool), first_offsets, first_offsets + sizes - 1, max_timestamps, updated, [], following
     )
+
+
+class ProducerStates:
+    """The producers' state as of the acknowledged log end, kept by one writer between its appends.
+
+    Args:
+        tracker: The partition's producer snapshots and replay.
+        segments: The partition's segments.
+    """
+
+    def __init__(self, tracker: ProducerStateTracker, segments: LogSegments) -> None:
+        self._tracker = tracker
+        self._segments = segments
+        self._cache: ProducerCache | None = None
+
+    def reset(self, cache: ProducerCache) -> None:
+        """Start again from ``cache`` (what recovery replayed)."""
+        self._cache = cache
+
+    def at(self, active: ActiveSegment) -> ProducerCache:
+        """The producers as of the acknowledged log end: the cached state, brought forward over what
+        other processes appended since, or rebuilt from the last snapshot when the log moved under it
+        (a roll, a truncation). Runs under the write lock."""
+        state = active.state
+        cache = self._cache
+        if (
+            cache is not None
+            and cache.active_base == state.active_base
+            and cache.active_size <= state.active_size
+            and cache.log_end_offset <= state.log_end_offset
+        ):
+            replay_segment(
+                cache.producers,
+                active.segment,
+                cache.active_size,
+                state.active_size,
+                cache.log_end_offset,
+                state.log_end_offset,
+                cache.open_txns,
+            )
+        else:
+            bases = self._segments.list()
+            producers, replayed_from = self._tracker.load_replayed(
+                bases, state.active_base, state.active_size, state.log_end_offset, remove_unreadable=True
+            )
+            if state.log_end_offset - replayed_from >= SNAPSHOT_AFTER_REPLAY:
+                # The next process would replay it all again (every Spark task has a new producer): keep it.
+                self._tracker.write_snapshot(state.log_end_offset, producers, bases)
+            cache = self._cache = ProducerCache(producers, 0, 0, 0, OpenTransactions.of(producers))
+        cache.active_base, cache.active_size, cache.log_end_offset = (
+            state.active_base,
+            state.active_size,
+            state.log_end_offset,
+        )
+        return cache
+
+    def remember(self, check: ProducerCheck, state: LogState) -> None:
+        """Fold an append's producer updates into the cache, now at the log end the append left (``state``)."""
+        cache = self._cache
+        assert cache is not None
+        cache.producers.update(check.updated)
+        if check.open_txns is not None:
+            cache.open_txns = check.open_txns
+        cache.active_base, cache.active_size, cache.log_end_offset = (
+            state.active_base,
+            state.active_size,
+            state.log_end_offset,
+        )

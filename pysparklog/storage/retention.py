@@ -35,7 +35,8 @@ from dataclasses import dataclass
 
 from pysparklog.errors import InvalidOffsetError
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.log import PartitionLog, SegmentInfo
+from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.log_reads import SegmentInfo
 
 # A plan made from a snapshot is refused when another process retired or compacted the oldest
 # segments meanwhile; it is then made again, a few times at most.

@@ -26,7 +26,7 @@ from pysparklog import (
 from pysparklog.storage import log as log_module
 from pysparklog.storage.active_segment import roll_jitter
 from pysparklog.storage.index import OffsetIndex, TimeIndex
-from pysparklog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from pysparklog.storage.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from pysparklog.storage.records.arrow_records import EncodedBatches, encode_arrow
 from pysparklog.storage.records.default_records import batch_crc
 from pysparklog.storage.records.memory_records import as_uint8, scan

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pysparklog import BatchSettings, CorruptRecordError, LogConfig, LogDirectory
-from pysparklog.storage import log as log_module
+from pysparklog.storage import producer_validation
 from pysparklog.storage.producer_state import ProducerSnapshotEntry, decode_snapshot, encode_snapshot
 from tests.conftest import keyed_table
 
@@ -49,7 +49,7 @@ def test_a_long_replay_is_snapshotted_at_the_log_end_for_the_next_writer(
 ) -> None:
     """Each Spark task is a new writer that would replay the whole active segment: the first one to replay
     more than ``SNAPSHOT_AFTER_REPLAY`` offsets keeps the result, and only the latest such snapshot stays."""
-    monkeypatch.setattr(log_module, "SNAPSHOT_AFTER_REPLAY", 50)
+    monkeypatch.setattr(producer_validation, "SNAPSHOT_AFTER_REPLAY", 50)
     logs = LogDirectory(tmp_path)
     settings = BatchSettings(producer_id=3, producer_epoch=0, base_sequence=0, max_batch_bytes=500)
     with logs.partition("t", 0) as log:

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysparklog import BatchSettings, InvalidOffsetError, LogConfig, LogDirectory, OffsetOutOfRangeError, PartitionLog
-from pysparklog.storage.log import SegmentInfo
+from pysparklog.storage.log_reads import SegmentInfo
 from pysparklog.storage.records.memory_records import scan
 from pysparklog.storage.retention import (
     DeletionReason,
