@@ -6,9 +6,9 @@ re-exports the small API most programs need.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pysparklog._lazy import lazy_attributes
 from pysparklog.errors import (
     CommitFailedError,
     CorruptRecordError,
@@ -68,18 +68,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pysparklog' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(globals().keys() | _LAZY.keys())
-
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
 
 __all__ = [
     "AppendInfo",
