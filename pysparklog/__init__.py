@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from pysparklog.offsets import OffsetStore
     from pysparklog.producer import Producer, ProducerConfig, RecordMetadata
     from pysparklog.storage.config import LogConfig
-    from pysparklog.storage.log import AppendInfo, PartitionLog
+    from pysparklog.storage.log import PartitionLog
     from pysparklog.storage.log_dir import LogDirectory
+    from pysparklog.storage.log_writer import AppendInfo
     from pysparklog.storage.records.arrow_records import BatchSettings
     from pysparklog.storage.records.codecs import Codec
     from pysparklog.storage.records.default_records import TimestampType
@@ -57,7 +58,7 @@ _LAZY: dict[str, str] = {
     "ProducerConfig": "pysparklog.producer",
     "RecordMetadata": "pysparklog.producer",
     "LogConfig": "pysparklog.storage.config",
-    "AppendInfo": "pysparklog.storage.log",
+    "AppendInfo": "pysparklog.storage.log_writer",
     "PartitionLog": "pysparklog.storage.log",
     "LogDirectory": "pysparklog.storage.log_dir",
     "BatchSettings": "pysparklog.storage.records.arrow_records",

@@ -25,7 +25,7 @@ from pysparklog.partitioner import Partitioner
 from pysparklog.partitioner import _record_sizes as record_sizes
 from pysparklog.producer.config import ProducerConfig
 from pysparklog.producer.future import Chunk, RecordFuture
-from pysparklog.storage.log import AppendInfo, PartitionLog
+from pysparklog.storage import AppendInfo, PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 
 

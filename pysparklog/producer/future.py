@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pysparklog.storage.log import AppendInfo
+from pysparklog.storage import AppendInfo
 from pysparklog.storage.records.arrow_records import HEADER_TYPE
 
 _log = logging.getLogger(__name__)

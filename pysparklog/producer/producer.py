@@ -24,7 +24,7 @@ from pysparklog.producer.config import ProducerConfig
 from pysparklog.producer.future import RecordFuture
 from pysparklog.producer.sender import Sender
 from pysparklog.producer.transaction_manager import TransactionManager
-from pysparklog.storage.log import AppendInfo
+from pysparklog.storage import AppendInfo
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.default_records import RECORD_BATCH_OVERHEAD
 from pysparklog.transactions import PreparedTransaction

@@ -24,8 +24,8 @@ from pysparklog.producer.accumulator import PartitionState, RecordAccumulator, g
 from pysparklog.producer.config import ProducerConfig
 from pysparklog.producer.future import Chunk, publish
 from pysparklog.producer.transaction_manager import TransactionManager
+from pysparklog.storage import AppendInfo
 from pysparklog.storage.config import INT_MAX
-from pysparklog.storage.log import AppendInfo
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.producer_state import next_sequence
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, encode_arrow

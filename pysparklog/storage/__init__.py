@@ -15,10 +15,11 @@ if TYPE_CHECKING:
     from pysparklog.storage.cleaner import clean_log, run_cleaner
     from pysparklog.storage.config import LogConfig
     from pysparklog.storage.io import Storage, storage_for
-    from pysparklog.storage.log import AppendInfo, PartitionLog
+    from pysparklog.storage.log import PartitionLog
     from pysparklog.storage.log_dir import LogDirectory
     from pysparklog.storage.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, SegmentInfo
     from pysparklog.storage.log_state import LogView
+    from pysparklog.storage.log_writer import AppendInfo
     from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches
     from pysparklog.storage.records.codecs import Codec
     from pysparklog.storage.records.default_records import TimestampType
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
 
 _EXPORTS: dict[str, str] = {
-    "AppendInfo": "pysparklog.storage.log",
+    "AppendInfo": "pysparklog.storage.log_writer",
     "BatchSettings": "pysparklog.storage.records.arrow_records",
     "Codec": "pysparklog.storage.records.codecs",
     "EARLIEST_TIMESTAMP": "pysparklog.storage.log_reads",

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
 import numpy as np
@@ -44,7 +44,6 @@ from pysparklog.storage.active_segment import ActiveSegment
 from pysparklog.storage.config import INT_MAX, LogConfig
 from pysparklog.storage.index import TransactionIndex
 from pysparklog.storage.io import LockedRecord, Storage, storage_for
-from pysparklog.storage.loader import LoadedLog, LogLoader
 from pysparklog.storage.log_dir_checkpoints import LogDirCheckpoints
 from pysparklog.storage.log_reads import (
     EARLIEST_TIMESTAMP,
@@ -60,22 +59,19 @@ from pysparklog.storage.log_reads import (
 )
 from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.log_state import (
-    BOOT_ID,
     STATE_FILE,
     UNKNOWN_FIRST_UNSTABLE_OFFSET,
-    LogState,
     LogView,
     parse_partition_dir,
     read_state,
 )
+from pysparklog.storage.log_writer import AppendInfo, LogWriter
 from pysparklog.storage.producer_state import (
     NO_TXN_FIRST_OFFSET,
     OpenTransactions,
     ProducerStateTracker,
 )
-from pysparklog.storage.producer_validation import ProducerCache, ProducerStates, check_producers
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, encode_arrow
-from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.segment import LogSegment
 from pysparklog.storage.swap import (
     begin_swap,
@@ -93,37 +89,13 @@ from pysparklog.storage.transaction_index import (
 from pysparklog.storage.validator import (
     Batches,
     LogValidator,
-    assign_offset,
     checked_batches,
     joined,
-    stamp_log_append_time,
 )
 
 ConfigSource = LogConfig | Callable[[], LogConfig]
 _MAX_VIEW_RETRIES = 20
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What an append wrote: offsets ``first_offset..last_offset`` and, for LogAppendTime, its time."""
-
-    first_offset: int
-    last_offset: int
-    record_count: int
-    log_append_time_ms: int
-    max_timestamp: int
-
-    @classmethod
-    def spanning(cls, infos: Sequence[AppendInfo]) -> AppendInfo:
-        """What consecutive appends wrote, as one (``infos`` must not be empty)."""
-        return cls(
-            infos[0].first_offset,
-            infos[-1].last_offset,
-            sum(i.record_count for i in infos),
-            infos[-1].log_append_time_ms,
-            max(i.max_timestamp for i in infos),
-        )
 
 
 class PartitionLog:
@@ -156,13 +128,11 @@ class PartitionLog:
         self.checkpoint_dir = checkpoint_dir or self.directory.rpartition("/")[0]
         self.storage = storage if storage is not None else storage_for(self.checkpoint_dir)
         self._config_source: ConfigSource = config or LogConfig()
-        self._config = self.config
         self._lock = self.storage.lock(f"{self.directory}/{STATE_FILE}")
         self._segments = LogSegments(self.storage, self.directory)
         self._checkpoints = LogDirCheckpoints(self.storage, self.checkpoint_dir)
-        self._active: ActiveSegment | None = None
         self._producers = ProducerStateTracker(self.storage, self.directory)
-        self._producer_states = ProducerStates(self._producers, self._segments)
+        self._writer = LogWriter(self._segments, self._producers, self._checkpoints, self._topic_partition)
         # The first unstable offset derived for a view whose state record does not hold it.
         self._derived_unstable: tuple[tuple[tuple[int, ...], int, int], int] | None = None
         self._write_mutex = threading.Lock()
@@ -510,242 +480,26 @@ class PartitionLog:
             return AppendInfo(end, end - 1, 0, -1, -1)
         with self._write_mutex, self._lock.exclusive() as record:
             active = self._sync_for_write(record)
-            validator = LogValidator(self._config, self.topic, self.partition)
+            writer = self._writer
+            validator = LogValidator(writer.config, self.topic, self.partition)
             if any(piece.entries.has_producers for piece in pieces):
-                return self._append_producer_batches(record, active, validator, joined(pieces))
+                return writer.append_producer_batches(record, active, validator, joined(pieces))
             for piece in pieces:
                 validator.check_timestamps(piece)
-            return self._append_locked(record, active, [validator.maybe_recompressed(piece) for piece in pieces])
-
-    def _append_producer_batches(
-        self, record: LockedRecord, active: ActiveSegment, validator: LogValidator, piece: Batches
-    ) -> AppendInfo:
-        """Append batches some of which carry a producer id, checked against the producers' state."""
-        check = check_producers(self._producer_states.at(active), active.state.log_end_offset, piece.buf, piece.entries)
-        if not check.keep.all():
-            piece = Batches(piece.buf, piece.entries.select(check.keep))
-        piece = validator.validated(piece)
-        info = None
-        if len(piece.entries):
-            info = self._append_locked(record, active, [piece], check.aborted, check.open_txns)
-        assert self._active is not None  # the append (or _sync_for_write) left the active segment there
-        self._producer_states.remember(check, self._active.state)
-        repeated = check.max_timestamps[~check.keep]
-        return AppendInfo(
-            int(check.first_offsets[0]),
-            int(check.last_offsets[-1]),
-            int((check.last_offsets - check.first_offsets + 1).sum()),
-            info.log_append_time_ms if info is not None else -1,
-            max(info.max_timestamp if info is not None else -1, int(repeated.max()) if len(repeated) else -1),
-        )
-
-    def _append_locked(
-        self,
-        record: LockedRecord,
-        active: ActiveSegment,
-        pieces: Sequence[Batches],
-        aborted: Sequence[AbortedTxn] = (),
-        open_txns: OpenTransactions | None = None,
-    ) -> AppendInfo:
-        """Write the batches of ``pieces``, in order (assigning offsets, rolling as Kafka rolls), and
-        acknowledge them all at once.
-
-        ``aborted`` are the ``.txnindex`` entries of the ABORT markers among the batches, each written
-        to the segment its marker lands in; ``open_txns`` the open transactions once the batches are
-        in, when the batches change them (they give the first unstable offset the state records).
-        """
-        now = int(time.time() * 1000)
-        config = self._config
-        log_append = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-        first_offset = active.state.log_end_offset
-        next_offset = first_offset
-        records = 0
-        max_ts = -1
-        queued = 0  # of ``aborted``, the entries handed to their segment
-        for piece in pieces:
-            view = piece.buf.data
-            entries = piece.entries
-            pending_start = None
-            pending_end = 0
-            for pos, size, last_delta, batch_max_ts, attributes in zip(
-                entries.positions.tolist(),
-                entries.sizes.tolist(),
-                entries.last_offset_deltas.tolist(),
-                entries.max_timestamps.tolist(),
-                entries.attributes.tolist(),
-                strict=True,
-            ):
-                if log_append:
-                    stamp_log_append_time(view, pos, size, attributes, now)
-                    batch_max_ts = now
-                last_offset = next_offset + last_delta
-                if active.should_roll(config, size, batch_max_ts, last_offset, now):
-                    if aborted:
-                        queued = active.queue_aborted(aborted, queued, next_offset)
-                    if pending_start is not None:
-                        active.write(view[pending_start:pending_end])
-                        pending_start = None
-                    active = self._roll(record, active, next_offset, now)
-                assign_offset(view, pos, next_offset)
-                active.index_batch(config, last_offset, batch_max_ts, size)
-                if pending_start is None:
-                    pending_start = pos
-                pending_end = pos + size
-                records += last_delta + 1
-                max_ts = max(max_ts, batch_max_ts)
-                next_offset = last_offset + 1
-            if aborted:
-                queued = active.queue_aborted(aborted, queued, next_offset)
-            if pending_start is not None:
-                active.write(view[pending_start:pending_end])
-        if open_txns is not None:
-            active.state = replace(active.state, first_unstable_offset=open_txns.first_unstable_offset())
-        self._maybe_flush(active, now)
-        self._write_state(record, active.state)
-        self._active = active
-        return AppendInfo(first_offset, next_offset - 1, records, now if log_append else -1, max_ts)
-
-    def _roll(self, record: LockedRecord, active: ActiveSegment, new_base: int, now: int) -> ActiveSegment:
-        """Close the active segment as Kafka's ``LocalLog.roll`` does and start one at ``new_base``."""
-        active.maybe_append_time_index(active.state.max_timestamp, active.state.offset_of_max_timestamp)
-        active.write_pending_indexes()
-        active.segment.flush()
-        new_base = max(new_base, active.state.log_end_offset)
-        bases = self._segments.list()  # other processes may have retired or compacted segments
-        producers = self._producers.take_snapshot(bases, active.state.active_base, active.state.active_size, new_base)
-        segment = self._segments.create(new_base)
-        state = replace(
-            active.state,
-            # Exact at the roll point even in the middle of an append (from the snapshot's state).
-            first_unstable_offset=OpenTransactions.of(producers).first_unstable_offset(),
-            active_base=new_base,
-            active_size=0,
-            max_timestamp=-1,
-            offset_of_max_timestamp=new_base,
-            recovery_point=new_base,
-            last_flush_ms=now,
-            segments_generation=active.state.segments_generation + 1,
-        )
-        self._write_state(record, state)
-        self._write_checkpoints(state)
-        return ActiveSegment.new(state, segment, self._config, now)
-
-    def _maybe_flush(self, active: ActiveSegment, now: int) -> None:
-        """``flush.messages`` / ``flush.ms``: fsync and move the recovery point."""
-        state = active.state
-        due = (
-            state.log_end_offset - state.recovery_point >= self._config.flush_messages
-            or now - state.last_flush_ms >= self._config.flush_ms
-        )
-        if due and state.log_end_offset > state.recovery_point:
-            active.flush(now)
-            self._write_checkpoints(active.state)
+            return writer.append_batches(record, active, [validator.maybe_recompressed(piece) for piece in pieces])
 
     def flush(self) -> None:
         """fsync everything appended so far and record it as the recovery point."""
         with self._write_mutex, self._lock.exclusive() as record:
             active = self._sync_for_write(record)
             active.flush(int(time.time() * 1000))
-            self._write_state(record, active.state)
-            self._write_checkpoints(active.state)
-
-    def _write_state(self, record: LockedRecord, state: LogState) -> None:
-        record.write(state.encode())
-
-    def _write_checkpoints(self, state: LogState) -> None:
-        """Record this partition's recovery point and log start in the log directory's checkpoints."""
-        bases = self._segments.bases
-        first_base = bases[0] if bases else state.active_base
-        self._checkpoints.update(
-            self._topic_partition,
-            state.recovery_point,
-            state.log_start_offset if state.log_start_offset > first_base else None,
-        )
-
-    # -- reconciling with the files -----------------------------------------------------------
+            self._writer.write_state(record, active.state)
+            self._writer.write_checkpoints(active.state)
 
     def _sync_for_write(self, record: LockedRecord) -> ActiveSegment:
-        """Bring this process's view of the active segment up to date, running Kafka's recovery for
-        whatever does not match the state record (``_reconciled``)."""
-        self._config = self.config
+        """Finish a swap a process died in, then bring the writer up to date with the state record."""
         self._complete_pending_swap(record)
-        state = read_state(record)
-        active = self._active
-        if state is None or state.boot_id != BOOT_ID:
-            active = self._recover(record, None if state is None else state.recovery_point)
-        else:
-            if active is None or active.state != state:
-                active = self._loaded_active(state)
-            active = self._reconciled(record, state, active)
-        if active.state.first_unstable_offset == UNKNOWN_FIRST_UNSTABLE_OFFSET:
-            # A version 0 record: derive the first unstable offset once and record it.
-            unstable = self._producer_states.at(active).open_txns.first_unstable_offset()
-            active.state = replace(active.state, first_unstable_offset=unstable)
-            self._write_state(record, active.state)
-        self._active = active
-        return active
-
-    def _reconciled(self, record: LockedRecord, state: LogState, active: ActiveSegment | None) -> ActiveSegment:
-        """The active segment once its files agree with the state record of this machine's boot.
-
-        - The record does not describe these files (``active`` is None: its segment is not the last
-          one or is gone, or does not end at its log end offset; a record copied from another
-          partition), or the segment is shorter than acknowledged (a machine crash lost data): full
-          recovery, from the checkpointed recovery point or the record's.
-        - Bytes past the acknowledged size (a writer died mid-append), or an index of the active
-          segment that is missing, damaged or not the size its entries make: the active segment is
-          revalidated and its indexes rebuilt.
-        """
-        if active is None:
-            return self._recover(record, None)
-        try:
-            size = active.segment.size()
-        except FileNotFoundError:
-            return self._recover(record, None)
-        if size < state.active_size:
-            return self._recover(record, state.recovery_point)
-        if size > state.active_size or not active.indexes_unchanged():
-            return self._recover(record, state.recovery_point, only_active=True)
-        return active
-
-    def _loaded_active(self, state: LogState) -> ActiveSegment | None:
-        """The active segment the state record describes, or None when the record does not describe
-        the files: implausible values, a segment that is not the last one or is gone, or a segment that
-        does not end at the record's log end offset (found from the last offset-index entry)."""
-        if not (
-            0 <= state.active_base <= state.log_end_offset
-            and state.active_size >= 0
-            and 0 <= state.log_start_offset <= state.log_end_offset
-            and state.recovery_point <= state.log_end_offset
-            and UNKNOWN_FIRST_UNSTABLE_OFFSET <= state.first_unstable_offset <= state.log_end_offset
-        ):
-            return None
-        segments = self._segments
-        bases = segments.bases
-        if not bases or segments.listed_generation != state.segments_generation or bases[-1] != state.active_base:
-            bases = segments.list()
-            segments.listed_generation = state.segments_generation
-        if not bases or bases[-1] != state.active_base:
-            return None
-        try:
-            if self.segment(state.active_base).end_offset(state.active_size) != state.log_end_offset:
-                return None
-            return ActiveSegment.from_files(state, self.segment(state.active_base), self._config)
-        except FileNotFoundError:
-            return None
-
-    def _recover(self, record: LockedRecord, recovery_point: int | None, *, only_active: bool = False) -> ActiveSegment:
-        """Kafka's log recovery for this partition (``LogLoader``), under the write lock."""
-        loader = LogLoader(self._segments, self._producers, self._checkpoints, self._topic_partition, self._config)
-        loaded: LoadedLog = loader.recover(read_state(record), recovery_point, only_active=only_active)
-        self._write_state(record, loaded.state)
-        state = loaded.state
-        self._producer_states.reset(
-            ProducerCache(
-                loaded.producers, state.active_base, state.active_size, state.log_end_offset, loaded.open_txns
-            )
-        )
-        return ActiveSegment.from_files(state, self.segment(state.active_base), self._config)
+        return self._writer.sync(record, self.config)
 
     @property
     def topic_id(self) -> str | None:
@@ -763,7 +517,9 @@ class PartitionLog:
             active = self._sync_for_write(record)
             if active.state.active_size == 0:
                 return False
-            self._active = self._roll(record, active, active.state.log_end_offset, int(time.time() * 1000))
+            self._writer.active = self._writer.roll(
+                record, active, active.state.log_end_offset, int(time.time() * 1000)
+            )
             return True
 
     def raise_log_start_offset(self, offset: int) -> int:
@@ -783,8 +539,8 @@ class PartitionLog:
                 )
             if offset > state.log_start_offset:
                 active.state = replace(state, log_start_offset=offset)
-                self._write_state(record, active.state)
-                self._write_checkpoints(active.state)
+                self._writer.write_state(record, active.state)
+                self._writer.write_checkpoints(active.state)
             return active.state.log_start_offset
 
     def delete_segments(self, bases: Sequence[int]) -> int:
@@ -811,8 +567,8 @@ class PartitionLog:
                 log_start_offset=max(active.state.log_start_offset, remaining[0]),
                 segments_generation=active.state.segments_generation + 1,
             )
-            self._write_state(record, active.state)
-            self._write_checkpoints(active.state)
+            self._writer.write_state(record, active.state)
+            self._writer.write_checkpoints(active.state)
             return active.state.log_start_offset
 
     def remove_deleted_files(self, now_ms: int | None = None) -> int:
@@ -854,13 +610,15 @@ class PartitionLog:
         if complete_pending_swap(self._segments):
             state = read_state(record)
             if state is not None:
-                self._write_state(record, replace(state, segments_generation=state.segments_generation + 1))
+                self._writer.write_state(record, replace(state, segments_generation=state.segments_generation + 1))
 
     def recover(self) -> None:
         """Run Kafka's recovery now: revalidate from the recovery point, rebuild indexes, cut torn tails."""
         with self._write_mutex, self._lock.exclusive() as record:
             state = read_state(record)
-            self._active = self._recover(record, None if state is None else state.recovery_point)
+            writer = self._writer
+            writer.config = self.config
+            writer.active = writer.recover(record, None if state is None else state.recovery_point)
 
 
 _TIMESTAMP_ARGUMENTS = "-2 (earliest), -1 (latest), -3 (max timestamp) or milliseconds since the epoch"

@@ -24,7 +24,7 @@ from pyspark.sql.streaming.readwriter import DataStreamReader
 
 from pysparklog import LogDirectory
 from pysparklog.spark_arrow import arrow_schema, to_spark_batch
-from pysparklog.storage.log import AppendInfo
+from pysparklog.storage import AppendInfo
 from pysparklog.storage.records.arrow_records import BatchSettings
 
 #: The CreateTime of offset 0 in the topics these tests write; offset ``o`` is stamped ``TS + o``.
