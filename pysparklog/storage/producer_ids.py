@@ -34,7 +34,6 @@ from pysparklog.storage.config import LONG_MAX
 from pysparklog.storage.io import Storage, read_if_exists, storage_for
 from pysparklog.storage.locking import LOG_DIR_LOCK
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
-from pysparklog.storage.records import kernels as k
 from pysparklog.storage.segment import LogSegment, filename_prefix, parse_segment_name
 
 PRODUCER_IDS_FILE = "pysparklog-producer-ids"
@@ -130,7 +129,7 @@ def _highest_in_partition(storage: Storage, directory: str) -> int:
         segment = LogSegment(directory, bases[-1])  # segments reach their files themselves
         for chunk in segment.chunks(0, segment.size(), verify_crc=False, strict=False):
             if len(chunk.entries):
-                highest = max(highest, int(chunk.entries.column(k.E_PRODUCER_ID).max()))
+                highest = max(highest, int(chunk.entries.producer_ids.max()))
     return highest
 
 

@@ -144,7 +144,7 @@ def _decode_v2(
     base_position: int,
 ) -> pa.RecordBatch:
     sections = _record_sections(buf, entries, file, base_position)
-    counts = entries.column(k.E_RECORDS_COUNT)
+    counts = entries.record_counts
     section_bytes = sections.end - sections.start
     bad = (counts < 0) | (counts * _MIN_RECORD_SIZE > section_bytes)
     if bad.any():
@@ -184,7 +184,7 @@ def _decode_v2(
         sections.end,
         counts,
         entries.base_offsets,
-        entries.column(k.E_BASE_TIMESTAMP),
+        entries.base_timestamps,
         entries.max_timestamps,
         entries.log_append_time,
         offsets,
