@@ -46,6 +46,17 @@ class InvalidTimestampError(PySparkLogError, ValueError):
     """A record timestamp outside the topic's ``message.timestamp.before.max.ms`` / ``after.max.ms`` window."""
 
 
+class InvalidRecordError(PySparkLogError, ValueError):
+    """Records that cannot be written as given (Kafka's ``InvalidRecordException``): the data lacks a column a
+    record needs (``value``), or a column holds a type no record field takes (a ``key`` that is not bytes or text,
+    a ``timestamp`` that is no time, ``headers`` that are not key-value pairs). The data is wrong, not a setting."""
+
+
+class RecordTooLargeError(PySparkLogError, ValueError):
+    """A record or record batch larger than a limit allows (Kafka's ``RecordTooLargeException``): the topic's
+    ``max.message.bytes`` for a batch appended to a log, the producer's ``max.request.size`` for a record sent."""
+
+
 class InvalidOffsetError(PySparkLogError, ValueError):
     """An offset that is negative, overflows, or lies outside what the log holds."""
 

@@ -24,6 +24,7 @@ from pysparklog.errors import (
     InvalidOffsetError,
     InvalidPartitionsError,
     InvalidTopicError,
+    RecordTooLargeError,
     UnknownTopicError,
 )
 from pysparklog.group import Clock, GroupCoordinator, JoinRequest
@@ -276,7 +277,7 @@ def test_a_commit_of_thousands_of_partitions_is_one_batch(store: OffsetStore) ->
 def test_a_commit_larger_than_max_message_bytes_is_refused_whole(store: OffsetStore) -> None:
     store.commit("g", {ORDERS[0]: OffsetAndMetadata(1)})
     huge = {TopicPartition("t", i): OffsetAndMetadata(i, "m" * 4000) for i in range(300)}  # ~1.2 MB in one batch
-    with pytest.raises(InvalidConfigError, match="exceeds max.message.bytes"):
+    with pytest.raises(RecordTooLargeError, match="exceeds max.message.bytes"):
         store.commit("g", huge)
     assert store.committed("g") == {ORDERS[0]: OffsetAndMetadata(1)}
     assert offsets_log(store, "g").log_end_offset == 1

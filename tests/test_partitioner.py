@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pysparklog.errors import InvalidConfigError, InvalidPartitionsError, UnknownTopicError
+from pysparklog.errors import InvalidConfigError, InvalidPartitionsError, InvalidRecordError, UnknownTopicError
 from pysparklog.partitioner import (
     NullKeyStrategy,
     Partitioner,
@@ -112,7 +112,7 @@ def test_null_keys_have_no_partition_from_the_hash() -> None:
 
 
 def test_partition_for_keys_rejects_bad_inputs() -> None:
-    with pytest.raises(InvalidConfigError, match="column 'key' has type int64"):
+    with pytest.raises(InvalidRecordError, match="column 'key' has type int64"):
         partition_for_keys(pa.array([1, 2]), 3)
     for bad in (0, -1, 2**31, True):
         with pytest.raises(InvalidPartitionsError, match=f"partitions = {bad!r} is invalid"):

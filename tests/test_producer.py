@@ -18,6 +18,7 @@ import pytest
 from pysparklog import (
     AppendInfo,
     InvalidConfigError,
+    InvalidRecordError,
     LogDirectory,
     OutOfOrderSequenceError,
     PartitionLog,
@@ -500,7 +501,7 @@ def test_partitions_for(producer: Producer) -> None:
             InvalidConfigError,
             "max.request.size",
         ),
-        (lambda p: p.send_arrow("three", pa.table({"key": [b"k"]})), InvalidConfigError, "a 'value' column"),
+        (lambda p: p.send_arrow("three", pa.table({"key": [b"k"]})), InvalidRecordError, "a 'value' column"),
         (
             lambda p: p.send_arrow("three", pa.table({"value": [b"v"], "partition": [7]})),
             UnknownTopicError,

@@ -53,7 +53,6 @@ from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.index import OffsetIndex, TimeIndex, TransactionIndex
 from pysparklog.storage.io import read_if_exists
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, ProducerSnapshotEntry, decode_snapshot
-from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.codecs import Codec
 from pysparklog.storage.records.default_records import (
@@ -373,11 +372,11 @@ def _records(chunk: Chunk, i: int, path: str) -> list[_Record]:
 
 def _batch_line(chunk: Chunk, i: int, position: int, valid: bool, path: str) -> tuple[str, _Batch]:
     """Kafka's ``printBatchLevel`` line for entry ``i``, and what its record lines need."""
-    row = chunk.entries.rows[i]
-    magic, attributes = int(row[k.E_MAGIC]), int(row[k.E_ATTRIBUTES])
+    entries = chunk.entries
+    magic, attributes = int(entries.magics[i]), int(entries.attributes[i])
     codec = Codec.from_attributes(attributes, file=path, position=position)
     if magic >= MAGIC_V2:
-        header = BatchHeader.parse(chunk.buf.data, int(row[k.E_POSITION]))
+        header = BatchHeader.parse(chunk.buf.data, int(entries.positions[i]))
         batch = _Batch(magic, header.timestamp_type, header.base_offset, header.base_sequence, header.is_control)
         head = (
             f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} count: {header.records_count} "
@@ -388,11 +387,11 @@ def _batch_line(chunk: Chunk, i: int, position: int, valid: bool, path: str) -> 
             f"deleteHorizonMs: {_java_optional_long(header.delete_horizon_ms, header.has_delete_horizon)}"
         )
     else:
-        batch = _Batch(magic, entry_timestamp_type(magic, attributes), int(row[k.E_BASE_OFFSET]), NO_SEQUENCE, False)
-        head = f"offset: {int(row[k.E_BASE_OFFSET])}"  # a legacy entry's offset is its last offset
+        batch = _Batch(magic, entry_timestamp_type(magic, attributes), int(entries.base_offsets[i]), NO_SEQUENCE, False)
+        head = f"offset: {int(entries.base_offsets[i])}"  # a legacy entry's offset is its last offset
     line = (
-        f"{head} position: {position} {batch.timestamp_type.kafka_name}: {int(row[k.E_MAX_TIMESTAMP])} "
-        f"size: {int(row[k.E_SIZE])} magic: {magic} compresscodec: {codec.kafka_name} crc: {int(row[k.E_CRC])} "
+        f"{head} position: {position} {batch.timestamp_type.kafka_name}: {int(entries.max_timestamps[i])} "
+        f"size: {int(entries.sizes[i])} magic: {magic} compresscodec: {codec.kafka_name} crc: {int(entries.crcs[i])} "
         f"isvalid: {_java_bool(valid)}"
     )
     return line, batch

@@ -345,7 +345,7 @@ def _find(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.nda
 def _control_types(chunk: Chunk, entries: EntryTable, file: str) -> np.ndarray:
     """The type of each control batch's (first) control record, ``_EMPTY_CONTROL_BATCH`` for a batch without."""
     records = _decode(chunk, entries, include_headers=False, file=file)
-    counts = entries.records_counts
+    counts = entries.record_counts
     first = np.cumsum(counts) - counts
     key_offsets, key_valid, key_data = binary_buffers(records.column("key"), "key")
     types = np.full(len(entries), _EMPTY_CONTROL_BATCH, dtype=np.int64)
@@ -529,7 +529,7 @@ def _judge(b: EntryTable, records: pa.RecordBatch, batch_of: np.ndarray, rnd: _R
     needs_horizon = (tombstones | marker_gone) & ~has_horizon
     retain_empty = rnd.last_of_active_producer(b.producer_ids, last) | (last + 1 == rnd.upper)
     kinds = np.where(kept > 0, _REWRITE, np.where(retain_empty, _EMPTY, _DROP)).astype(np.int8)
-    kinds[(kept > 0) & (kept == b.records_counts) & ~needs_horizon] = _ORIGINAL
+    kinds[(kept > 0) & (kept == b.record_counts) & ~needs_horizon] = _ORIGINAL
     return _Verdict(keep, kept, kinds, needs_horizon)
 
 
@@ -588,7 +588,7 @@ def _clean_chunk(chunk: Chunk, rnd: _Round, file: str) -> _Cleaned:
     v2 = np.flatnonzero(e.magics >= MAGIC_V2)
     b = e.select(v2)
     records = _decode(chunk, b, include_headers=True, file=file)  # headers survive compaction
-    batch_of = np.repeat(np.arange(len(b)), b.records_counts)
+    batch_of = np.repeat(np.arange(len(b)), b.record_counts)
     verdict = _judge(b, records, batch_of, rnd)
     plan, planned, take = _rewrite_plan(b, records, batch_of, verdict, rnd)
     kinds = np.full(len(e), _ORIGINAL, dtype=np.int8)  # legacy entries are copied as they are

@@ -435,9 +435,10 @@ class PartitionLog:
             The offsets of everything appended by this call.
 
         Raises:
-            InvalidConfigError: ``data`` is not an Arrow table or record batch, ``settings`` not a
-                ``BatchSettings``, a column is missing or of a type the encoder does not take, or a batch
-                is larger than ``max.message.bytes``.
+            InvalidConfigError: ``data`` is not an Arrow table or record batch, or ``settings`` not a
+                ``BatchSettings``.
+            InvalidRecordError: A column is missing or of a type the encoder does not take.
+            RecordTooLargeError: A batch is larger than ``max.message.bytes``.
         """
         if not isinstance(data, pa.Table | pa.RecordBatch):
             raise InvalidConfigError(f"cannot append {type(data).__name__}; accepted: a pyarrow Table or RecordBatch")
@@ -462,7 +463,8 @@ class PartitionLog:
 
         Raises:
             CorruptRecordError: A batch's checksum is wrong or it is not a complete v2 batch.
-            InvalidConfigError: A batch is larger than ``max.message.bytes``, or ``batches`` is not bytes.
+            InvalidConfigError: ``batches`` is not bytes or ``EncodedBatches``.
+            RecordTooLargeError: A batch is larger than ``max.message.bytes``.
             OutOfOrderSequenceError: An idempotent batch does not follow its producer's last batch.
             ProducerFencedError: An idempotent batch comes from an older epoch of its producer.
         """

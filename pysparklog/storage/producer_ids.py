@@ -31,12 +31,10 @@ import re
 
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, PySparkLogError
 from pysparklog.storage.config import LONG_MAX
-from pysparklog.storage.io import PosixStorage
-from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
+from pysparklog.storage.io import Storage, read_if_exists, storage_for
+from pysparklog.storage.locking import LOG_DIR_LOCK
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
-from pysparklog.storage.records import kernels as k
 from pysparklog.storage.segment import LogSegment, filename_prefix, parse_segment_name
-from pysparklog.storage.topic_config import read_bytes
 
 PRODUCER_IDS_FILE = "pysparklog-producer-ids"
 PRODUCER_IDS_VERSION = 1
@@ -44,40 +42,40 @@ _PARTITION_DIR = re.compile(r".+-\d+")
 TXN_STATE_PREFIX = "pysparklog-txn."  # the transaction coordinator's state files (pysparklog.transactions)
 
 
-def allocate_producer_id(log_dir: str | os.PathLike[str]) -> int:
+def allocate_producer_id(log_dir: str | os.PathLike[str] | Storage) -> int:
     """A producer id no other call for this log directory has returned or will return; the first is 0.
 
     Args:
-        log_dir: The log directory; it must exist.
+        log_dir: The log directory (its location or its storage); it must exist.
 
     Raises:
-        InvalidLogDirectoryError: ``log_dir`` is not a directory.
+        InvalidLogDirectoryError: ``log_dir`` is not a directory, or a location no storage serves.
         CorruptRecordError: ``pysparklog-producer-ids`` is not this module's file (the message names it).
         PySparkLogError: Every id up to 2**63 - 1 has been handed out.
     """
-    directory = os.path.abspath(os.fspath(log_dir))
-    if not os.path.isdir(directory):
-        raise InvalidLogDirectoryError(f"log directory {directory} does not exist or is not a directory")
-    path = os.path.join(directory, PRODUCER_IDS_FILE)
-    lock = FileLock(os.path.join(directory, LOG_DIR_LOCK))
+    storage = storage_for(log_dir)
+    if not storage.is_directory(storage.join()):
+        raise InvalidLogDirectoryError(f"log directory {storage.root} does not exist or is not a directory")
+    path = storage.join(PRODUCER_IDS_FILE)
+    lock = storage.lock(storage.join(LOG_DIR_LOCK))
     try:
         with lock.exclusive():
-            _remove_stale_temporary_files(directory)
-            producer_id = _read_next(path)
+            _remove_stale_temporary_files(storage)
+            producer_id = _read_next(storage, path)
             if producer_id is None:
-                producer_id = _highest_in_use(directory) + 1
+                producer_id = _highest_in_use(storage) + 1
             if producer_id == LONG_MAX:
                 raise PySparkLogError(f"every producer id up to {LONG_MAX} has been handed out ({path})")
             document = {"version": PRODUCER_IDS_VERSION, "next_producer_id": producer_id + 1}
-            PosixStorage("/").put(path, json.dumps(document).encode())
+            storage.put(path, json.dumps(document).encode())
             return producer_id
     finally:
         lock.close()
 
 
-def _read_next(path: str) -> int | None:
+def _read_next(storage: Storage, path: str) -> int | None:
     """The next free id recorded in ``path``; None when there is no such file."""
-    data = read_bytes(path)
+    data = read_if_exists(storage, path)
     if data is None:
         return None
     try:
@@ -98,48 +96,47 @@ def _read_next(path: str) -> int | None:
     return next_id
 
 
-def _highest_in_use(directory: str) -> int:
+def _highest_in_use(storage: Storage) -> int:
     """The largest producer id the directory's logs and transaction states use; -1 when none does."""
     highest = -1
-    for name in os.listdir(directory):
-        path = os.path.join(directory, name)
-        if _PARTITION_DIR.fullmatch(name) and os.path.isdir(path):
-            highest = max(highest, _highest_in_partition(path))
+    for name in storage.list(storage.join()):
+        path = storage.join(name)
+        if _PARTITION_DIR.fullmatch(name) and storage.is_directory(path):
+            highest = max(highest, _highest_in_partition(storage, path))
         elif name.startswith(TXN_STATE_PREFIX) and name.endswith(".json"):
             try:
-                with open(path, "rb") as f:
-                    highest = max(highest, int(json.loads(f.read())["producer_id"]))
+                highest = max(highest, int(json.loads(storage.read(path))["producer_id"]))
             except (OSError, ValueError, KeyError, TypeError):
                 pass  # an unreadable state is refused when its id is used; it hands out no id here
     return highest
 
 
-def _highest_in_partition(directory: str) -> int:
+def _highest_in_partition(storage: Storage, directory: str) -> int:
     """The largest producer id of a partition's latest readable snapshot and of its active segment's batches."""
-    names = os.listdir(directory)
+    names = storage.list(directory)
     highest = -1
     snapshots = sorted(o for o in (parse_segment_name(n, SNAPSHOT_SUFFIX) for n in names) if o is not None)
     for offset in reversed(snapshots):
-        path = os.path.join(directory, filename_prefix(offset) + SNAPSHOT_SUFFIX)
+        path = storage.join(directory, filename_prefix(offset) + SNAPSHOT_SUFFIX)
         try:
-            with open(path, "rb") as f:
-                entries = decode_snapshot(f.read(), file=path)
+            entries = decode_snapshot(storage.read(path), file=path)
         except (OSError, CorruptRecordError):
             continue
         highest = max((e.producer_id for e in entries), default=-1)
         break
     bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
     if bases:
-        segment = LogSegment(directory, bases[-1])
+        segment = LogSegment(directory, bases[-1], storage=storage)
         for chunk in segment.chunks(0, segment.size(), verify_crc=False, strict=False):
             if len(chunk.entries):
-                highest = max(highest, int(chunk.entries.column(k.E_PRODUCER_ID).max()))
+                highest = max(highest, int(chunk.entries.producer_ids.max()))
     return highest
 
 
-def _remove_stale_temporary_files(directory: str) -> None:
-    """Remove what allocators killed mid-write left: they write only under the lock, which the caller holds."""
+def _remove_stale_temporary_files(storage: Storage) -> None:
+    """Remove what allocators killed mid-write left (a filesystem's ``put`` writes a temporary file first): they
+    write only under the lock, which the caller holds."""
     prefix = f"{PRODUCER_IDS_FILE}.tmp."
-    for name in os.listdir(directory):
+    for name in storage.list(storage.join()):
         if name.startswith(prefix):
-            os.remove(os.path.join(directory, name))
+            storage.delete(storage.join(name))

@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 from pysparklog.errors import InvalidConfigError
+from pysparklog.storage.io import Storage, read_if_exists
 from pysparklog.storage.records.default_records import TimestampType
 
 if TYPE_CHECKING:
@@ -418,15 +419,6 @@ def parse_properties(text: str) -> dict[str, str]:
     return properties
 
 
-def read_bytes(path: str) -> bytes | None:
-    """A file's content; None when it does not exist."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
 def _unescape(text: str) -> str:
     def replace(match: re.Match[str]) -> str:
         escaped = match[1]
@@ -448,9 +440,9 @@ class ServerProperties:
     values: Mapping[str, str]
 
     @classmethod
-    def load(cls, path: str) -> ServerProperties:
-        """Read the file; no file means no settings."""
-        return cls.decode(path, read_bytes(path))
+    def load(cls, storage: Storage, path: str) -> ServerProperties:
+        """Read the file from the log directory's storage; no file means no settings."""
+        return cls.decode(path, read_if_exists(storage, path))
 
     @classmethod
     def decode(cls, path: str, data: bytes | None) -> ServerProperties:

@@ -36,14 +36,12 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType, TracebackType
-from typing import Any
+from types import MappingProxyType
 
 from pysparklog.errors import (
     CorruptRecordError,
@@ -56,8 +54,8 @@ from pysparklog.errors import (
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LogConfig
-from pysparklog.storage.io import PosixStorage
-from pysparklog.storage.locking import LOG_DIR_LOCK, FileLock
+from pysparklog.storage.io import FileStat, Storage, read_if_exists, storage_for
+from pysparklog.storage.locking import LOG_DIR_LOCK
 from pysparklog.storage.log_state import parse_partition_dir
 from pysparklog.storage.topic_config import (
     SERVER_PROPERTIES,
@@ -66,7 +64,6 @@ from pysparklog.storage.topic_config import (
     describe_configs,
     effective_config,
     normalize_overrides,
-    read_bytes,
     topic_config,
 )
 
@@ -90,7 +87,8 @@ _FILE_NAME_MAX = 255
 # The log directory's checkpoint files that hold an entry per partition, cleared of a deleted topic's.
 _TOPIC_PARTITION_CHECKPOINTS = (checkpoints.RECOVERY_POINT_CHECKPOINT, checkpoints.LOG_START_OFFSET_CHECKPOINT)
 # A file whose mtime is this close to the time it was read may change again within the same timestamp tick (and
-# inode, and size): its cached content is trusted only once it is older (git's "racily clean" entries).
+# version: a filesystem's is its inode, size and mtime): its cached content is trusted only once it is older (git's
+# "racily clean" entries).
 _RACY_NS = 2_000_000_000
 
 Progress = Callable[[int, int], None]
@@ -154,21 +152,18 @@ def validate_topic_partitions(partitions: int, source: str = "partitions") -> No
         )
 
 
-def partition_dirs(log_dir: str) -> list[tuple[str, int]]:
-    """Every ``(topic, partition)`` with a directory in ``log_dir``, sorted; directories being deleted and foreign
-    ones are skipped."""
-    try:
-        names = os.listdir(log_dir)
-    except FileNotFoundError:
-        return []
+def partition_dirs(log_dir: str | os.PathLike[str] | Storage) -> list[tuple[str, int]]:
+    """Every ``(topic, partition)`` with a directory in the log directory (its location or storage), sorted;
+    directories being deleted and foreign ones are skipped."""
+    storage = storage_for(log_dir)
     found = []
-    for name in names:
+    for name in storage.list(storage.join()):
         try:
             topic, partition = parse_partition_dir(name)
             validate_topic_name(topic)
         except PySparkLogError:
             continue  # '-delete', '-future', '-stray' and foreign directories
-        if os.path.isdir(os.path.join(log_dir, name)):
+        if storage.is_directory(storage.join(name)):
             found.append((topic, partition))
     return sorted(found)
 
@@ -235,47 +230,24 @@ class _Metadata:
         return json.dumps(document, indent=1).encode() + b"\n"
 
 
-_Stamp = tuple[int, int, int] | None  # (inode, size, mtime_ns); None for an absent file
-
-
-def _stamp(path: str) -> _Stamp:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def _fsync_directory(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _ignore_missing(
-    function: Callable[..., Any], path: str, info: tuple[type[BaseException], BaseException, TracebackType]
-) -> None:
-    """``shutil.rmtree``'s error handler: another process removing the same directory is no error."""
-    if not issubclass(info[0], FileNotFoundError):
-        raise info[1]
-
-
 class TopicStore:
     """The topics of one log directory.
 
     Args:
-        log_dir: The log directory.
+        log_dir: The log directory: its location (a path or ``file://`` URL) or its storage.
         defaults: The settings of a topic config that neither the topic nor ``server.properties`` sets
             (default: Kafka's).
+
+    Raises:
+        InvalidLogDirectoryError: ``log_dir`` is a location no storage serves.
     """
 
-    def __init__(self, log_dir: str | os.PathLike[str], defaults: LogConfig | None = None) -> None:
-        self.log_dir = os.path.abspath(os.fspath(log_dir))
+    def __init__(self, log_dir: str | os.PathLike[str] | Storage, defaults: LogConfig | None = None) -> None:
+        self.storage = storage_for(log_dir)
+        self.log_dir = self.storage.root
         self.defaults = defaults or LogConfig()
-        self.path = os.path.join(self.log_dir, TOPICS_FILE)
-        self.server_properties_path = os.path.join(self.log_dir, SERVER_PROPERTIES)
+        self.path = self.storage.join(TOPICS_FILE)
+        self.server_properties_path = self.storage.join(SERVER_PROPERTIES)
 
     def __repr__(self) -> str:
         return f"TopicStore({self.log_dir!r})"
@@ -283,26 +255,35 @@ class TopicStore:
     # -- reading ----------------------------------------------------------------------------------------------
 
     def _read(self) -> _Metadata:
-        return _Metadata.decode(read_bytes(self.path), self.path)
+        return _Metadata.decode(read_if_exists(self.storage, self.path), self.path)
 
     def server_properties(self) -> ServerProperties:
         """The log directory's broker settings (``server.properties``; none when the file is absent)."""
-        return ServerProperties.load(self.server_properties_path)
+        return ServerProperties.load(self.storage, self.server_properties_path)
 
     def _topic(self, name: str, metadata: _Metadata) -> TopicMetadata | None:
         """The metadata of a topic, or of one made by appends (from its directories); None when neither exists."""
         topic = metadata.topics.get(name)
         if topic is not None or name in metadata.deleting:
             return topic
-        partitions = [p for t, p in partition_dirs(self.log_dir) if t == name]
+        partitions = [p for t, p in partition_dirs(self.storage) if t == name]
         if not partitions:
             return None
         return TopicMetadata(name, self._id_on_disk(name, partitions), max(partitions) + 1)
 
+    def _topic_id_of(self, directory: str) -> str | None:
+        """The topic id in a partition directory's ``partition.metadata``; None when it has none.
+
+        Raises:
+            CorruptRecordError: The file is not of that form.
+        """
+        return checkpoints.read_partition_metadata(
+            self.storage, self.storage.join(directory, checkpoints.PARTITION_METADATA)
+        )
+
     def _id_on_disk(self, name: str, partitions: Iterable[int]) -> str:
         for partition in partitions:
-            path = os.path.join(self.log_dir, f"{name}-{partition}", checkpoints.PARTITION_METADATA)
-            topic_id = checkpoints.read_partition_metadata(PosixStorage("/"), path)
+            topic_id = self._topic_id_of(f"{name}-{partition}")
             if topic_id is not None:
                 return topic_id
         return ZERO_TOPIC_ID
@@ -315,7 +296,7 @@ class TopicStore:
             with self._transaction() as metadata:
                 pass  # a transaction finishes the deletion a crash interrupted
         self._remove_deleted_dirs()
-        on_disk = {topic for topic, _ in partition_dirs(self.log_dir)}
+        on_disk = {topic for topic, _ in partition_dirs(self.storage)}
         return sorted(metadata.topics.keys() | (on_disk - metadata.deleting.keys() - {CLUSTER_METADATA_TOPIC}))
 
     def get(self, name: str) -> TopicMetadata:
@@ -360,8 +341,8 @@ class TopicStore:
     @contextmanager
     def _transaction(self) -> Iterator[_Metadata]:
         """The metadata under the log directory's lock, with any deletion a crash interrupted finished first."""
-        os.makedirs(self.log_dir, exist_ok=True)
-        lock = FileLock(os.path.join(self.log_dir, LOG_DIR_LOCK))
+        self.storage.make_directory(self.log_dir)
+        lock = self.storage.lock(self.storage.join(LOG_DIR_LOCK))
         try:
             with lock.exclusive():
                 self._remove_stale_temporary_files()
@@ -373,14 +354,15 @@ class TopicStore:
             lock.close()
 
     def _write(self, metadata: _Metadata) -> None:
-        PosixStorage("/").put(self.path, metadata.encode())
+        self.storage.put(self.path, metadata.encode())
 
     def _remove_stale_temporary_files(self) -> None:
-        """Remove what writers killed mid-write left: they write only under the lock, which this one holds."""
+        """Remove what writers killed mid-write left (a filesystem's ``put`` writes a temporary file first): they
+        write only under the lock, which this one holds."""
         prefix = f"{TOPICS_FILE}.tmp."
-        for name in os.listdir(self.log_dir):
+        for name in self.storage.list(self.log_dir):
             if name.startswith(prefix):
-                os.remove(os.path.join(self.log_dir, name))
+                self.storage.delete(self.storage.join(name))
 
     def create(
         self,
@@ -434,21 +416,21 @@ class TopicStore:
         return topic
 
     def _all_names(self, metadata: _Metadata) -> set[str]:
-        return metadata.topics.keys() | {t for t, _ in partition_dirs(self.log_dir)} - metadata.deleting.keys()
+        return metadata.topics.keys() | {t for t, _ in partition_dirs(self.storage)} - metadata.deleting.keys()
 
     def _make_partition_dirs(self, topic: TopicMetadata, partitions: Iterable[int], progress: Progress | None) -> None:
         """Make missing partition directories with their ``partition.metadata`` (under the lock, so that a
         concurrent deletion cannot leave them behind)."""
         todo = list(partitions)
         for done, partition in enumerate(todo, 1):
-            directory = os.path.join(self.log_dir, f"{topic.name}-{partition}")
-            os.makedirs(directory, exist_ok=True)
-            path = os.path.join(directory, checkpoints.PARTITION_METADATA)
-            if checkpoints.read_partition_metadata(PosixStorage("/"), path) is None:
-                checkpoints.write_partition_metadata(PosixStorage("/"), path, topic.topic_id)
+            directory = f"{topic.name}-{partition}"
+            self.storage.make_directory(self.storage.join(directory))
+            if self._topic_id_of(directory) is None:
+                path = self.storage.join(directory, checkpoints.PARTITION_METADATA)
+                checkpoints.write_partition_metadata(self.storage, path, topic.topic_id)
             if progress is not None:
                 progress(done, len(todo))
-        _fsync_directory(self.log_dir)
+        self.storage.sync(self.log_dir)  # the new directories' entries
 
     def _adopt(self, name: str, metadata: _Metadata) -> tuple[TopicMetadata, bool]:
         """A topic's metadata for a change, and whether it had no entry (made by appends, or an unknown id)."""
@@ -532,36 +514,31 @@ class TopicStore:
 
     def _apply_deletions(self, metadata: _Metadata) -> None:
         """Rename the directories of the deleted topics as Kafka does, then drop the tombstones (under the lock)."""
-        for topic, partition in partition_dirs(self.log_dir):
+        for topic, partition in partition_dirs(self.storage):
             topic_id = metadata.deleting.get(topic)
             if topic_id is None:
                 continue
-            directory = os.path.join(self.log_dir, f"{topic}-{partition}")
-            on_disk = checkpoints.read_partition_metadata(
-                PosixStorage("/"), os.path.join(directory, checkpoints.PARTITION_METADATA)
-            )
+            directory = f"{topic}-{partition}"
+            on_disk = self._topic_id_of(directory)
             # A directory with another id belongs to a topic an append made after the deletion: keep it.
             if on_disk is None or topic_id in (on_disk, ZERO_TOPIC_ID):
-                os.rename(directory, os.path.join(self.log_dir, _delete_dir_name(topic, partition)))
-        _fsync_directory(self.log_dir)
+                self.storage.rename(self.storage.join(directory), self.storage.join(_delete_dir_name(topic, partition)))
+        self.storage.sync(self.log_dir)  # the renames, before the tombstones go
         # A topic created again under the name must not inherit the old recovery points and log start offsets.
         for name in _TOPIC_PARTITION_CHECKPOINTS:
-            path = os.path.join(self.log_dir, name)
-            offsets = checkpoints.read_offset_checkpoint(PosixStorage("/"), path)
+            path = self.storage.join(name)
+            offsets = checkpoints.read_offset_checkpoint(self.storage, path)
             kept = {tp: offset for tp, offset in offsets.items() if tp[0] not in metadata.deleting}
             if kept != offsets:
-                checkpoints.write_offset_checkpoint(PosixStorage("/"), path, kept)
+                checkpoints.write_offset_checkpoint(self.storage, path, kept)
         metadata.deleting.clear()
         self._write(metadata)
 
     def _remove_deleted_dirs(self, progress: Progress | None = None) -> None:
         """Remove every ``-delete`` directory; several processes may do it at once."""
-        try:
-            names = [n for n in os.listdir(self.log_dir) if _DELETE_DIR.fullmatch(n)]
-        except FileNotFoundError:
-            return
+        names = [n for n in self.storage.list(self.log_dir) if _DELETE_DIR.fullmatch(n)]
         for done, name in enumerate(names, 1):
-            shutil.rmtree(os.path.join(self.log_dir, name), onerror=_ignore_missing)
+            self.storage.delete_tree(self.storage.join(name))
             if progress is not None:
                 progress(done, len(names))
 
@@ -588,8 +565,8 @@ class TopicStore:
                 f"Partition {partition} of topic '{name}' does not exist: the topic has {topic.partitions} "
                 "partitions (add some with 'pysparklog topics --alter')"
             )
-        metadata_path = os.path.join(self.log_dir, f"{name}-{partition}", checkpoints.PARTITION_METADATA)
-        if not os.path.exists(metadata_path):
+        metadata_path = self.storage.join(f"{name}-{partition}", checkpoints.PARTITION_METADATA)
+        if self.storage.stat(metadata_path) is None:
             with self._transaction() as metadata:
                 topic = metadata.topics.get(name)
                 if topic is not None and partition < topic.partitions:
@@ -604,7 +581,7 @@ def _delete_dir_name(topic: str, partition: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Cached:
-    stamps: tuple[_Stamp, _Stamp]
+    stamps: tuple[FileStat | None, FileStat | None]  # None for an absent file
     digests: tuple[bytes, bytes]  # of the two files' contents, to skip parsing what did not change
     config: LogConfig
     trusted: bool  # both files were old enough when read that their stamps tell every later change
@@ -618,9 +595,9 @@ class TopicConfigProvider:
     """A topic's settings in force, for a ``PartitionLog`` to ask at every append and maintenance pass.
 
     A call costs two ``stat`` calls while neither ``pysparklog-topics.json`` nor ``server.properties`` changes (by
-    inode, size and mtime), and reading and hashing them for two seconds after one does; a change by any process
-    is seen at the next call. A topic deleted (or deleted and created again) since this provider saw it raises, so
-    a writer holding it open cannot bring it back.
+    the storage's version, size and times), and reading and hashing them for two seconds after one does; a change
+    by any process is seen at the next call. A topic deleted (or deleted and created again) since this provider saw
+    it raises, so a writer holding it open cannot bring it back.
 
     Args:
         store: The topics of the log directory.
@@ -644,12 +621,13 @@ class TopicConfigProvider:
             InvalidConfigError: ``server.properties`` holds a value Kafka refuses.
         """
         store = self._store
-        stamps = (_stamp(store.path), _stamp(store.server_properties_path))
+        stamps = (store.storage.stat(store.path), store.storage.stat(store.server_properties_path))
         cached = self._cached
         if cached is not None and cached.trusted and cached.stamps == stamps:
             return cached.config
         now = time.time_ns()
-        topics, server = read_bytes(store.path), read_bytes(store.server_properties_path)
+        topics = read_if_exists(store.storage, store.path)
+        server = read_if_exists(store.storage, store.server_properties_path)
         digests = (_digest(topics), _digest(server))
         if cached is not None and cached.digests == digests:
             config = cached.config
@@ -660,7 +638,7 @@ class TopicConfigProvider:
             config = effective_config(
                 overrides, ServerProperties.decode(store.server_properties_path, server), store.defaults
             )
-        trusted = all(stamp is None or stamp[2] + _RACY_NS < now for stamp in stamps)
+        trusted = all(stamp is None or stamp.modified_ms * 1_000_000 + _RACY_NS < now for stamp in stamps)
         self._cached = _Cached(stamps, digests, config, trusted)
         return config
 

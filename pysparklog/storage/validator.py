@@ -16,7 +16,7 @@ import crc32c as _crc32c
 import numpy as np
 import pyarrow as pa
 
-from pysparklog.errors import CorruptRecordError, InvalidConfigError, InvalidTimestampError
+from pysparklog.errors import CorruptRecordError, InvalidConfigError, InvalidTimestampError, RecordTooLargeError
 from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches, decode_entries, encode_arrow
 from pysparklog.storage.records.codecs import Codec
@@ -56,7 +56,8 @@ def checked_batches(batches: EncodedBatches | bytes | bytearray | memoryview, ma
 
     Raises:
         CorruptRecordError: A checksum is wrong, or the bytes are not complete v2 batches.
-        InvalidConfigError: ``batches`` is of another type, or a batch is larger than ``max_message_bytes``.
+        InvalidConfigError: ``batches`` is of another type.
+        RecordTooLargeError: A batch is larger than ``max_message_bytes``.
     """
     if isinstance(batches, EncodedBatches):
         buf = batches.data
@@ -77,7 +78,7 @@ def checked_batches(batches: EncodedBatches | bytes | bytearray | memoryview, ma
         raise CorruptRecordError("only magic 2 record batches can be appended", file="<append>")
     too_large = np.flatnonzero(entries.sizes > max_message_bytes)
     if len(too_large):
-        raise InvalidConfigError(
+        raise RecordTooLargeError(
             f"record batch of {int(entries.sizes[too_large[0]])} bytes exceeds max.message.bytes ({max_message_bytes})"
         )
     return Batches(buf, entries)

@@ -21,6 +21,7 @@ from pysparklog import (
     LogDirectory,
     OffsetOutOfRangeError,
     PartitionLog,
+    RecordTooLargeError,
     TimestampType,
 )
 from pysparklog.storage import log as log_module
@@ -265,7 +266,7 @@ def test_topic_names_cannot_leave_the_log_directory(tmp_path: Path) -> None:
 def test_batches_over_max_message_bytes_are_refused_and_nothing_is_written(tmp_path: Path) -> None:
     log = LogDirectory(tmp_path, LogConfig(max_message_bytes=1000)).partition("t", 0)
     log.append_arrow(keyed_table(2, value_size=10))
-    with pytest.raises(InvalidConfigError, match=r"exceeds max.message.bytes \(1000\)"):
+    with pytest.raises(RecordTooLargeError, match=r"exceeds max.message.bytes \(1000\)"):
         log.append_arrow(keyed_table(1, start=2, value_size=5000))
     assert log.log_end_offset == 2
     assert read_all(log).num_rows == 2

@@ -13,6 +13,7 @@ import pytest
 
 from pysparklog import LogDirectory, Producer
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError
+from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.producer_ids import PRODUCER_IDS_FILE, allocate_producer_id
 
 
@@ -20,6 +21,12 @@ def test_ids_start_at_0_and_never_repeat(tmp_path: Path) -> None:
     assert [allocate_producer_id(tmp_path) for _ in range(5)] == [0, 1, 2, 3, 4]
     assert json.loads((tmp_path / PRODUCER_IDS_FILE).read_text()) == {"version": 1, "next_producer_id": 5}
     assert allocate_producer_id(str(tmp_path)) == 5  # a path as str, or any later process: the file is the truth
+
+
+def test_a_storage_allocates_from_the_same_sequence_as_its_location(tmp_path: Path) -> None:
+    assert allocate_producer_id(PosixStorage(tmp_path)) == 0
+    assert allocate_producer_id(f"file://{tmp_path}") == 1
+    assert allocate_producer_id(PosixStorage(tmp_path)) == 2
 
 
 def test_processes_allocating_at_once_never_get_the_same_id(tmp_path: Path) -> None:

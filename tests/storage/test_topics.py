@@ -472,17 +472,28 @@ def test_delete_renames_as_kafka_does_and_fits_long_names(tmp_path: Path, monkey
     name = "n" * 249
     store.create(name, 1)
     renamed: list[str] = []
-    real_rename = os.rename
+    real_rename = store.storage.rename
 
     def rename(src: str, dst: str) -> None:
         renamed.append(os.path.basename(dst))
         real_rename(src, dst)
 
-    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(store.storage, "rename", rename)
     store.delete(name)
     assert len(renamed) == 1 and len(renamed[0]) == 255
     assert re.fullmatch(r"n{213}-0\.[0-9a-f]{32}-delete", renamed[0])
     assert store.names() == [] and list(tmp_path.iterdir()) != []
+
+
+def test_a_store_on_a_storage_shares_the_topics_of_its_location(tmp_path: Path) -> None:
+    storage = PosixStorage(tmp_path)
+    store = TopicStore(storage)
+    assert store.storage is storage and store.log_dir == str(tmp_path)
+    created = store.create("t", 2, {"retention.ms": "1000"})
+    assert TopicStore(tmp_path).get("t") == created
+    metadata_path = tmp_path / "t-1" / checkpoints.PARTITION_METADATA
+    assert checkpoints.read_partition_metadata(LOCAL, str(metadata_path)) == created.topic_id
+    assert store.config_provider("t")().retention_ms == 1000
 
 
 def test_delete_reports_progress(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pysparklog.errors import CorruptRecordError, InvalidConfigError
+from pysparklog.errors import CorruptRecordError, InvalidConfigError, InvalidRecordError
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.codecs import CODEC_MASK, Codec, compress, decompress
 from pysparklog.storage.records.default_records import (
@@ -144,7 +144,7 @@ def _decode_v2(
     base_position: int,
 ) -> pa.RecordBatch:
     sections = _record_sections(buf, entries, file, base_position)
-    counts = entries.column(k.E_RECORDS_COUNT)
+    counts = entries.record_counts
     section_bytes = sections.end - sections.start
     bad = (counts < 0) | (counts * _MIN_RECORD_SIZE > section_bytes)
     if bad.any():
@@ -184,7 +184,7 @@ def _decode_v2(
         sections.end,
         counts,
         entries.base_offsets,
-        entries.column(k.E_BASE_TIMESTAMP),
+        entries.base_timestamps,
         entries.max_timestamps,
         entries.log_append_time,
         offsets,
@@ -420,11 +420,15 @@ _BINARY_TYPES = (pa.binary(), pa.string(), pa.large_binary(), pa.large_string())
 
 
 def binary_buffers(arr: pa.Array, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets, validity bytes, data) of a binary or string column, without copying the data."""
+    """(offsets, validity bytes, data) of a binary or string column, without copying the data.
+
+    Raises:
+        InvalidRecordError: The column is of another type.
+    """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if arr.type not in _BINARY_TYPES:
-        raise InvalidConfigError(
+        raise InvalidRecordError(
             f"column {name!r} has type {arr.type}; accepted types are binary, string, large_binary, large_string"
         )
     offset_type = np.int64 if arr.type in (pa.large_binary(), pa.large_string()) else np.int32
@@ -448,7 +452,7 @@ def _timestamps_ms(column: pa.Array | None, n: int, now_ms: int) -> np.ndarray:
     elif pa.types.is_integer(column.type):
         column = column.cast(pa.int64())
     else:
-        raise InvalidConfigError(
+        raise InvalidRecordError(
             f"column 'timestamp' has type {column.type}; accepted types are timestamp (any unit) and "
             "integers holding milliseconds since the epoch"
         )
@@ -459,7 +463,7 @@ def _columns(batch: pa.RecordBatch, now_ms: int) -> _Columns:
     names = batch.schema.names
     n = batch.num_rows
     if "value" not in names:
-        raise InvalidConfigError(f"a 'value' column is required; the columns given are {names}")
+        raise InvalidRecordError(f"a 'value' column is required; the columns given are {names}")
     value_offsets, value_valid, value_data = binary_buffers(batch.column("value"), "value")
     if "key" in names:
         key_offsets, key_valid, key_data = binary_buffers(batch.column("key"), "key")
@@ -487,7 +491,7 @@ def _columns(batch: pa.RecordBatch, now_ms: int) -> _Columns:
         )
     headers = batch.column("headers")
     if not (pa.types.is_list(headers.type) and pa.types.is_struct(headers.type.value_type)):
-        raise InvalidConfigError(
+        raise InvalidRecordError(
             f"column 'headers' has type {headers.type}; accepted type is array<struct<key:string,value:binary>>"
         )
     # Nulls become empty lists; flatten() then honours the list array's own offset.
@@ -634,7 +638,7 @@ def encode_arrow(
     Other columns are ignored. Output comes in chunks of about 16 MiB so memory stays bounded.
 
     Raises:
-        InvalidConfigError: A column is missing or has a type the encoder does not accept.
+        InvalidRecordError: A column is missing or has a type the encoder does not accept.
     """
     settings = settings or BatchSettings()
     now = int(time.time() * 1000) if now_ms is None else now_ms

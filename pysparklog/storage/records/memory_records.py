@@ -54,7 +54,8 @@ def as_uint8(data: bytes | bytearray | memoryview | np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class EntryTable:
-    """Entries found in a buffer: one row per entry, columns ``kernels.E_*``.
+    """Entries found in a buffer: one row per entry, columns ``kernels.E_*``, read through the properties (views of
+    the columns; legacy messages have no producer fields and read -1 there, as Kafka's ``NO_PRODUCER_ID``).
 
     Attributes:
         rows: int64 array of shape (entries, ``kernels.ENTRY_FIELDS``).
@@ -87,8 +88,12 @@ class EntryTable:
         return self.rows[:, k.E_BASE_OFFSET]
 
     @property
+    def last_offset_deltas(self) -> np.ndarray:
+        return self.rows[:, k.E_LAST_OFFSET_DELTA]
+
+    @property
     def last_offsets(self) -> np.ndarray:
-        return self.rows[:, k.E_BASE_OFFSET] + self.rows[:, k.E_LAST_OFFSET_DELTA]
+        return np.asarray(self.base_offsets + self.last_offset_deltas)
 
     @property
     def magics(self) -> np.ndarray:
@@ -99,12 +104,12 @@ class EntryTable:
         return self.rows[:, k.E_ATTRIBUTES]
 
     @property
-    def max_timestamps(self) -> np.ndarray:
-        return self.rows[:, k.E_MAX_TIMESTAMP]
+    def base_timestamps(self) -> np.ndarray:
+        return self.rows[:, k.E_BASE_TIMESTAMP]
 
     @property
-    def last_offset_deltas(self) -> np.ndarray:
-        return self.rows[:, k.E_LAST_OFFSET_DELTA]
+    def max_timestamps(self) -> np.ndarray:
+        return self.rows[:, k.E_MAX_TIMESTAMP]
 
     @property
     def producer_ids(self) -> np.ndarray:
@@ -119,16 +124,17 @@ class EntryTable:
         return self.rows[:, k.E_BASE_SEQUENCE]
 
     @property
-    def base_timestamps(self) -> np.ndarray:
-        return self.rows[:, k.E_BASE_TIMESTAMP]
-
-    @property
-    def records_counts(self) -> np.ndarray:
+    def record_counts(self) -> np.ndarray:
         return self.rows[:, k.E_RECORDS_COUNT]
 
     @property
     def partition_leader_epochs(self) -> np.ndarray:
         return self.rows[:, k.E_PARTITION_LEADER_EPOCH]
+
+    @property
+    def crcs(self) -> np.ndarray:
+        """The checksum each entry stores (CRC-32C of a v2 batch, CRC-32 of a legacy message)."""
+        return self.rows[:, k.E_CRC]
 
     @property
     def is_control(self) -> np.ndarray:
@@ -141,7 +147,7 @@ class EntryTable:
     @property
     def has_producers(self) -> bool:
         """Whether any batch carries a producer id (idempotent or transactional)."""
-        return bool(((self.magics >= MAGIC_V2) & (self.column(k.E_PRODUCER_ID) >= 0)).any())
+        return bool(((self.magics >= MAGIC_V2) & (self.producer_ids >= 0)).any())
 
     @property
     def codecs(self) -> np.ndarray:
@@ -195,8 +201,8 @@ def scan(
             size = int.from_bytes(bytes(buf[pos + 8 : pos + 12]), "big", signed=True)
             problem = (pos, f"entry size {size} is smaller than the minimum record overhead ({MIN_ENTRY_SIZE_FIELD})")
         break
-    rows_found = np.concatenate(tables) if len(tables) > 1 else tables[0]
-    magics, sizes = rows_found[:, k.E_MAGIC], rows_found[:, k.E_SIZE]
+    found = EntryTable(np.concatenate(tables) if len(tables) > 1 else tables[0], pos, reason == k.STOP_INCOMPLETE)
+    magics, sizes = found.magics, found.sizes
     short = np.flatnonzero((magics >= MAGIC_V2) & (sizes < RECORD_BATCH_OVERHEAD))[:1]
     bad_magic = np.flatnonzero(magics > MAGIC_V2)[:1]
     for i in sorted([*short.tolist(), *bad_magic.tolist()])[:1]:
@@ -205,13 +211,13 @@ def scan(
             if magics[i] > MAGIC_V2
             else f"record batch of {int(sizes[i])} bytes is shorter than the v2 header ({RECORD_BATCH_OVERHEAD})"
         )
-        problem = (int(rows_found[i, k.E_POSITION]), what)
-        rows_found = rows_found[:i]
+        problem = (int(found.positions[i]), what)
+        found = found.select(slice(0, i))
     if problem is not None:
         if strict:
             raise CorruptRecordError(problem[1], file=file, position=base_position + problem[0])
-        return EntryTable(rows_found, problem[0], False, corrupt=True)
-    return EntryTable(rows_found, pos, reason == k.STOP_INCOMPLETE)
+        return EntryTable(found.rows, problem[0], False, corrupt=True)
+    return found
 
 
 def entry_crc_error(buf: np.ndarray, entries: EntryTable) -> int:
@@ -220,9 +226,8 @@ def entry_crc_error(buf: np.ndarray, entries: EntryTable) -> int:
     v2 batches carry CRC-32C over attributes..end; legacy messages CRC-32 over magic..end.
     """
     view = buf.data
-    for i, (pos, size, magic, stored) in enumerate(
-        entries.rows[:, [k.E_POSITION, k.E_SIZE, k.E_MAGIC, k.E_CRC]].tolist()
-    ):
+    columns = (entries.positions.tolist(), entries.sizes.tolist(), entries.magics.tolist(), entries.crcs.tolist())
+    for i, (pos, size, magic, stored) in enumerate(zip(*columns, strict=True)):
         if magic >= MAGIC_V2:
             computed = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
         else:
@@ -237,7 +242,9 @@ def verify_crcs(buf: np.ndarray, entries: EntryTable, *, file: str | None = None
     i = entry_crc_error(buf, entries)
     if i < 0:
         return
-    pos, size, magic, stored = (int(v) for v in entries.rows[i, [k.E_POSITION, k.E_SIZE, k.E_MAGIC, k.E_CRC]])
+    pos, size, magic, stored = (
+        int(column[i]) for column in (entries.positions, entries.sizes, entries.magics, entries.crcs)
+    )
     view = buf.data
     if magic >= MAGIC_V2:
         kind, computed = "CRC-32C", _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])

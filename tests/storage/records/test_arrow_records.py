@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysparklog.errors import InvalidConfigError
+from pysparklog.errors import InvalidConfigError, InvalidRecordError
 from pysparklog.storage.records import kernels
 from pysparklog.storage.records.arrow_records import (
     _ENCODE_CHUNK_BYTES,
@@ -309,10 +309,11 @@ def test_more_rows_than_one_encoder_chunk() -> None:
     ],
     ids=["no-value", "value-int", "value-null-type", "key-int", "timestamp-string", "headers-list", "header-key-int"],
 )
-def test_invalid_columns_name_the_column_and_accepted_types(data: pa.Table, expected: str) -> None:
-    with pytest.raises(InvalidConfigError) as info:
+def test_invalid_columns_are_invalid_records_naming_the_column_and_types(data: pa.Table, expected: str) -> None:
+    with pytest.raises(InvalidRecordError) as info:
         encode(data)
     assert expected in str(info.value)
+    assert isinstance(info.value, ValueError) and not isinstance(info.value, InvalidConfigError)
 
 
 @pytest.mark.parametrize(

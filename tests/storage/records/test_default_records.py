@@ -189,6 +189,25 @@ def test_golden_one_value() -> None:
     assert our_records(decode(GOLDEN_ONE_VALUE)) == [(0, None, b"123", None, GOLDEN_TS, 0)]
 
 
+def test_the_entry_columns_read_what_the_batch_header_holds() -> None:
+    rows: list[Row] = [(b"k", b"v", [], 1_000), (None, b"w", [], 1_007), (b"x", None, [], 1_003)]
+    buf = kafka_python_v2(rows, Codec.NONE, base_offset=40, producer=(7, 3, 11))
+    buf += kafka_python_v2(rows[:1], Codec.NONE, base_offset=43)
+    entries = scan(as_uint8(buf))
+    headers = [BatchHeader.parse(buf, position) for position in entries.positions.tolist()]
+    assert entries.base_offsets.tolist() == [h.base_offset for h in headers] == [40, 43]
+    assert entries.last_offset_deltas.tolist() == [h.last_offset_delta for h in headers] == [2, 0]
+    assert entries.base_timestamps.tolist() == [h.base_timestamp for h in headers] == [1_000, 1_000]
+    assert entries.max_timestamps.tolist() == [h.max_timestamp for h in headers] == [1_007, 1_000]
+    assert entries.producer_ids.tolist() == [h.producer_id for h in headers] == [7, -1]
+    assert entries.producer_epochs.tolist() == [h.producer_epoch for h in headers] == [3, -1]
+    assert entries.base_sequences.tolist() == [h.base_sequence for h in headers] == [11, -1]
+    assert entries.record_counts.tolist() == [h.records_count for h in headers] == [3, 1]
+    assert entries.partition_leader_epochs.tolist() == [h.partition_leader_epoch for h in headers]
+    assert entries.crcs.tolist() == [h.crc for h in headers]
+    assert entries.sizes.tolist() == [h.length + LOG_OVERHEAD for h in headers]
+
+
 def test_golden_two_empty_values() -> None:
     entries = scan(as_uint8(GOLDEN_TWO_EMPTY))
     assert entries.base_offsets.tolist() == [1] and entries.last_offsets.tolist() == [2]
