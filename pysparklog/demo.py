@@ -55,7 +55,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from pysparklog.offsets import OffsetStore
 from pysparklog.producer import Producer, ProducerConfig
-from pysparklog.spark_session import local_spark
+from pysparklog.spark.session import local_spark
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 

@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pysparklog.demo import ORDER_SCHEMA, ORDERS, STATS, STATS_SCHEMA, WATERMARK_DELAY_S, WINDOW_S
-from pysparklog.spark_session import local_spark
+from pysparklog.spark.session import local_spark
 
 #: No progress bars; Delta reads a table's log with 2 tasks (its default of 50 is for clusters); a short-lived JVM
 #: spends less time compiling with the JIT's quick compiler alone (as the main job's session does).

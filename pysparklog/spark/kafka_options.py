@@ -31,7 +31,7 @@ from typing import Any, Literal, NoReturn
 
 from pysparklog.assignors import assignor_for
 from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, InvalidOffsetError, UnknownTopicError
-from pysparklog.offset_ranges import OffsetRange
+from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.storage.config import INT_MAX, LONG_MAX
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition

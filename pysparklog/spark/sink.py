@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from pysparklog.errors import CorruptRecordError, SinkCommitError, UnknownTopicError
 from pysparklog.producer import Producer
-from pysparklog.sink_options import DeliveryGuarantee, SinkColumns, SinkOptions, producer_tables
+from pysparklog.spark.sink_options import DeliveryGuarantee, SinkColumns, SinkOptions, producer_tables
 from pysparklog.storage.checkpoints import write_atomically
 from pysparklog.storage.locking import FileLock
 from pysparklog.storage.log_dir import LogDirectory
