@@ -608,7 +608,7 @@ def positive(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pysparklog.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m examples.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
         "--data-dir",
