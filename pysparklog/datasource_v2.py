@@ -79,7 +79,7 @@ from pysparklog.spark.offset_ranges import (
 )
 from pysparklog.spark.sink import SinkCommitLog, TaskWrite, batch_sink_id, streaming_sink_id, write_task
 from pysparklog.spark.sink_options import DeliveryGuarantee, SaveMode, SinkColumns, SinkOptions, check_sink_schema
-from pysparklog.storage.checkpoints import write_atomically
+from pysparklog.storage.io import read_if_exists, storage_for
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
@@ -295,6 +295,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._logs = source_log_dir(options)
+        self._start_storage = storage_for(options.initial_offsets_location or options.path)
         self._latest: Offsets | None = None  # the latest offsets seen, for reportLatestOffset
         self._available_now: Offsets | None = None  # the target of Trigger.AvailableNow
         self._assignment: TaskAssignment | None = None  # the previous micro-batch's (sticky assignors)
@@ -430,8 +431,8 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _start_file(self) -> str:
         if self.options.initial_offsets_location is not None:
-            return os.path.join(self.options.initial_offsets_location, self.options.identity + ".json")
-        return os.path.join(self.options.path, _INITIAL_OFFSETS_FILE.format(identity=self.options.identity))
+            return self._start_storage.join(self.options.identity + ".json")
+        return self._start_storage.join(_INITIAL_OFFSETS_FILE.format(identity=self.options.identity))
 
     def _group_store(self) -> OffsetStore | None:
         """With ``group.id``, the offset store, opened at first use: only the driver uses it, and Spark
@@ -471,25 +472,17 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 start.update({tp: resolved[tp] for tp in missing})
                 self._remember_start(start)
             return start
-        try:
-            with open(self._start_file(), encoding="utf-8") as f:
-                return parse_offsets(json.load(f))
-        except FileNotFoundError:
-            return None
+        data = read_if_exists(self._start_storage, self._start_file())
+        return None if data is None else parse_offsets(json.loads(data.decode("utf-8")))
 
     def _remember_start(self, start: Offsets) -> None:
         if self.options.group_id is not None:
             self._commit_to_group(start)
             return
-        path = self._start_file()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_atomically(path, json.dumps(offsets_to_dict(start)).encode())
+        self._start_storage.put(self._start_file(), json.dumps(offsets_to_dict(start)).encode())
 
     def _forget_start(self) -> None:
-        try:
-            os.remove(self._start_file())
-        except FileNotFoundError:
-            pass
+        self._start_storage.delete(self._start_file())
 
 
 class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
