@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: setup
-	$(PY) -m pysparklog.demo
+	$(PY) -m examples.demo
 
 test: setup
 	$(PY) -m pytest -q

@@ -35,8 +35,8 @@ from pyspark.sql.types import StructType
 
 from benchmarks.common import REPO, Result, local_spark, markdown, rate, records_table, run_available_now
 from pysparklog.datasource_v2 import RangesPartition, read_ranges
-from pysparklog.offset_ranges import OffsetRange
-from pysparklog.spark_arrow import SOURCE_SCHEMA, arrow_schema
+from pysparklog.spark.arrow import SOURCE_SCHEMA, arrow_schema
+from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings
 from pysparklog.structs import TopicPartition
@@ -56,7 +56,7 @@ _WARM_TOPIC = "warm"
 _MEMORY_PROBE = """
 import sys
 from pysparklog.datasource_v2 import RangesPartition, read_ranges
-from pysparklog.offset_ranges import OffsetRange
+from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 path, topic, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -6,7 +6,7 @@
   run, so a run never sees the previous one's records; a directory the examples did not make is refused
   rather than deleted (``fresh_dir``).
 * **Their command line** (``example_parser``): ``--log-dir`` and ``--work-dir`` to put those elsewhere.
-* **The Spark session** (``spark_session``): ``pysparklog.spark_session.local_spark`` without the console
+* **The Spark session** (``spark_session``): ``pysparklog.spark.session.local_spark`` without the console
   progress bars (they would bury the printed results), with its SQL warehouse under ``data/examples`` and, with
   Delta, with Delta's snapshot reconstruction on two partitions instead of 50 (the example tables are tiny; 50
   tasks on two cores cost seconds per read).
@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from pysparklog import LogDirectory
-from pysparklog.spark_session import local_spark
+from pysparklog.spark.session import local_spark
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES_DATA = REPO / "data" / "examples"

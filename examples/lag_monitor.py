@@ -12,7 +12,7 @@ end offsets. pysparklog keeps committed offsets where a broker keeps them (``__c
   description at the end, and saves a plot of lag over time (matplotlib, ``Agg`` backend) to ``--out``.
 
 No Spark here: a Spark query with option ``group.id`` commits its micro-batches' end offsets to the same place,
-so the same sampling watches it (and ``pysparklog.spark_lag.OffsetsBehindLatestListener`` reports Kafka's
+so the same sampling watches it (and ``pysparklog.spark.lag.OffsetsBehindLatestListener`` reports Kafka's
 ``offsetsBehindLatest`` metrics from inside the query).
 
 Run it from the checkout (about ten seconds)::

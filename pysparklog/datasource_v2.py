@@ -1,10 +1,10 @@
 """``format("pysparklog")``: Spark's Kafka source and sink, over a log directory, as a Python data source.
 
-A thin adapter: the options are Kafka's (``pysparklog.kafka_options`` parses and resolves them),
-micro-batches are planned with Kafka's algorithms (``pysparklog.offset_ranges``: the proportional
+A thin adapter: the options are Kafka's (``pysparklog.spark.kafka_options`` parses and resolves them),
+micro-batches are planned with Kafka's algorithms (``pysparklog.spark.offset_ranges``: the proportional
 split of ``maxOffsetsPerTrigger``, the range calculator, the assignors putting ranges on tasks),
 and each task reads its ranges with the engine's decoder (``PartitionLog.read_arrow``), yielding
-Arrow batches of bounded size in the exact form Spark checks (``pysparklog.spark_arrow``).
+Arrow batches of bounded size in the exact form Spark checks (``pysparklog.spark.arrow``).
 
 Spark runs the stream reader's driver side in one long-lived Python process (``initialOffset``,
 ``latestOffset``, ``partitions``, ``commit``) and ``read`` in executors on a pickled copy, so
@@ -14,9 +14,9 @@ Offsets are ``{"topic": {"partition": next_offset}}`` with topics and partitions
 as Spark compares offsets as JSON strings.
 
 The sink (``write``/``writeStream``) takes Spark's Kafka sink columns and options
-(``pysparklog.sink_options``); each task writes its Arrow batches through the producer inside a
+(``pysparklog.spark.sink_options``); each task writes its Arrow batches through the producer inside a
 Kafka transaction and the driver commits a micro-batch's transactions together, so the sink is
-exactly-once (``pysparklog.sink`` has the protocol). Spark hands a Python sink only append or
+exactly-once (``pysparklog.spark.sink`` has the protocol). Spark hands a Python sink only append or
 overwrite: a log is append-only, so overwrite is refused, and ``saveMode`` gives a batch write
 errorifexists and ignore, which Spark refuses to pass on.
 """
@@ -57,7 +57,9 @@ from pysparklog.errors import (
     TopicExistsError,
 )
 from pysparklog.group import GroupCoordinator
-from pysparklog.kafka_options import (
+from pysparklog.offsets import OffsetStore
+from pysparklog.spark.arrow import source_schema, to_spark_batch
+from pysparklog.spark.kafka_options import (
     SourceOptions,
     offsets_to_dict,
     parse_offsets,
@@ -66,7 +68,7 @@ from pysparklog.kafka_options import (
     source_log_dir,
     subscribed_partitions,
 )
-from pysparklog.offset_ranges import (
+from pysparklog.spark.offset_ranges import (
     MinOffsetsTrigger,
     OffsetRange,
     TaskAssignment,
@@ -75,11 +77,9 @@ from pysparklog.offset_ranges import (
     rate_limit,
     split_ranges,
 )
-from pysparklog.offsets import OffsetStore
-from pysparklog.sink import SinkCommitLog, TaskWrite, batch_sink_id, streaming_sink_id, write_task
-from pysparklog.sink_options import DeliveryGuarantee, SaveMode, SinkColumns, SinkOptions, check_sink_schema
-from pysparklog.spark_arrow import source_schema, to_spark_batch
-from pysparklog.storage.io import PosixStorage
+from pysparklog.spark.sink import SinkCommitLog, TaskWrite, batch_sink_id, streaming_sink_id, write_task
+from pysparklog.spark.sink_options import DeliveryGuarantee, SaveMode, SinkColumns, SinkOptions, check_sink_schema
+from pysparklog.storage.io import read_if_exists, storage_for
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
@@ -295,6 +295,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._logs = source_log_dir(options)
+        self._start_storage = storage_for(options.initial_offsets_location or options.path)
         self._latest: Offsets | None = None  # the latest offsets seen, for reportLatestOffset
         self._available_now: Offsets | None = None  # the target of Trigger.AvailableNow
         self._assignment: TaskAssignment | None = None  # the previous micro-batch's (sticky assignors)
@@ -430,8 +431,8 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _start_file(self) -> str:
         if self.options.initial_offsets_location is not None:
-            return os.path.join(self.options.initial_offsets_location, self.options.identity + ".json")
-        return os.path.join(self.options.path, _INITIAL_OFFSETS_FILE.format(identity=self.options.identity))
+            return self._start_storage.join(self.options.identity + ".json")
+        return self._start_storage.join(_INITIAL_OFFSETS_FILE.format(identity=self.options.identity))
 
     def _group_store(self) -> OffsetStore | None:
         """With ``group.id``, the offset store, opened at first use: only the driver uses it, and Spark
@@ -471,25 +472,17 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 start.update({tp: resolved[tp] for tp in missing})
                 self._remember_start(start)
             return start
-        try:
-            with open(self._start_file(), encoding="utf-8") as f:
-                return parse_offsets(json.load(f))
-        except FileNotFoundError:
-            return None
+        data = read_if_exists(self._start_storage, self._start_file())
+        return None if data is None else parse_offsets(json.loads(data.decode("utf-8")))
 
     def _remember_start(self, start: Offsets) -> None:
         if self.options.group_id is not None:
             self._commit_to_group(start)
             return
-        path = self._start_file()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        PosixStorage("/").put(path, json.dumps(offsets_to_dict(start)).encode())
+        self._start_storage.put(self._start_file(), json.dumps(offsets_to_dict(start)).encode())
 
     def _forget_start(self) -> None:
-        try:
-            os.remove(self._start_file())
-        except FileNotFoundError:
-            pass
+        self._start_storage.delete(self._start_file())
 
 
 class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

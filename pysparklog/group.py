@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import socket
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from urllib.parse import quote, unquote
 
@@ -56,8 +55,7 @@ from pysparklog.errors import (
     InvalidConfigError,
     UnknownMemberIdError,
 )
-from pysparklog.storage.io import PosixStorage
-from pysparklog.storage.locking import FileLock
+from pysparklog.storage.io import read_if_exists, storage_for
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 
@@ -259,10 +257,10 @@ class GroupCoordinator:
         validate_group_id(group_id)
         self.log_dir = log_dir
         self.group_id = group_id
-        self._directory = log_dir.path
-        base = os.path.join(log_dir.path, GROUP_FILE_PREFIX + quote(group_id, safe=""))
-        self.path = base + _STATE_SUFFIX
-        self._lock = FileLock(base + _LOCK_SUFFIX)
+        self._storage = storage_for(log_dir.path)
+        base = GROUP_FILE_PREFIX + quote(group_id, safe="")
+        self.path = self._storage.join(base + _STATE_SUFFIX)
+        self._lock = self._storage.lock(self._storage.join(base + _LOCK_SUFFIX))
         self._clock = clock or _wall_clock_ms
 
     def close(self) -> None:
@@ -271,23 +269,20 @@ class GroupCoordinator:
     # -- state --------------------------------------------------------------------------------
 
     def _read(self) -> _Group:
-        try:
-            with open(self.path, "rb") as f:
-                return _Group.decode(f.read(), self.path)
-        except FileNotFoundError:
-            return _Group()
+        data = read_if_exists(self._storage, self.path)
+        return _Group() if data is None else _Group.decode(data, self.path)
 
     @contextmanager
     def _transaction(self) -> Iterator[_Group]:
         """The group's state under the lock, written back when the block ends without an error."""
-        os.makedirs(self._directory, exist_ok=True)
+        self._storage.make_directory(self._storage.join())
         with self._lock.exclusive():
             group = self._read()
             before = group.encode()
             yield group
             after = group.encode()
             if after != before:
-                PosixStorage("/").put(self.path, after)
+                self._storage.put(self.path, after)
 
     # -- members ------------------------------------------------------------------------------
 
@@ -389,7 +384,7 @@ class GroupCoordinator:
     def frozen(self) -> Iterator[None]:
         """Hold the group's lock: nobody joins, leaves or rebalances until the block ends. Offset
         tools check that a group is inactive and write its offsets inside one such block."""
-        os.makedirs(self._directory, exist_ok=True)
+        self._storage.make_directory(self._storage.join())
         with self._lock.exclusive():
             yield
 
@@ -427,9 +422,10 @@ class GroupCoordinator:
     def describe(self) -> GroupDescription | None:
         """The group's members now (members whose session timed out are left out), or None when the
         group has never had members here."""
-        if not os.path.exists(self.path):
+        data = read_if_exists(self._storage, self.path)
+        if data is None:
             return None
-        group = self._read()
+        group = _Group.decode(data, self.path)
         group.expire(self._clock())
         members = tuple(
             MemberDescription(mid, m.instance_id, m.client_id, m.host, tuple(sorted(group.assignment.get(mid, []))))
@@ -446,8 +442,7 @@ class GroupCoordinator:
             group.expire(self._clock())
             if group.members:
                 return False
-            with suppress(FileNotFoundError):
-                os.remove(self.path)
+            self._storage.delete(self.path)
             return True
 
     # -- the coordinator's logic ----------------------------------------------------------------
@@ -535,13 +530,10 @@ def _wall_clock_ms() -> int:
 
 def list_group_ids(log_dir: LogDirectory) -> list[str]:
     """Groups with membership state in ``log_dir``, sorted."""
-    try:
-        names = os.listdir(log_dir.path)
-    except FileNotFoundError:
-        return []
+    storage = storage_for(log_dir.path)
     return sorted(
         unquote(n[len(GROUP_FILE_PREFIX) : -len(_STATE_SUFFIX)])
-        for n in names
+        for n in storage.list(storage.join())
         if n.startswith(GROUP_FILE_PREFIX) and n.endswith(_STATE_SUFFIX)
     )
 

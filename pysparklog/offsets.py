@@ -84,6 +84,7 @@ from pysparklog.group import (
 )
 from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.config import INT_MAX, LONG_MAX
+from pysparklog.storage.io import storage_for
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings
@@ -522,6 +523,7 @@ class OffsetStore:
 
     def __init__(self, log_dir: str | os.PathLike[str] | LogDirectory) -> None:
         self._log_dir = log_dir if isinstance(log_dir, LogDirectory) else LogDirectory(log_dir)
+        self._storage = storage_for(self._log_dir.path)
         server = self._log_dir.topics.server_properties()
         self._configured_partitions = _broker_int(server, OFFSETS_TOPIC_PARTITIONS)
         validate_topic_partitions(self._configured_partitions, f"{server.path}: {OFFSETS_TOPIC_PARTITIONS.name}")
@@ -609,7 +611,7 @@ class OffsetStore:
     def _refresh(self, partition: int) -> dict[str, dict[TopicPartition, CommittedOffset]]:
         """The groups' offsets in a partition, after reading what was appended since the last call."""
         state = self._partitions.setdefault(partition, _Partition())
-        if not os.path.isdir(os.path.join(self._log_dir.path, f"{OFFSETS_TOPIC}-{partition}")):
+        if not self._storage.is_directory(self._storage.join(f"{OFFSETS_TOPIC}-{partition}")):
             state.groups.clear()
             state.position = 0
             return state.groups

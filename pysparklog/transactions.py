@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -47,8 +46,7 @@ from pysparklog.errors import (
     PySparkLogError,
     UnknownTopicError,
 )
-from pysparklog.storage.io import PosixStorage
-from pysparklog.storage.locking import FileLock
+from pysparklog.storage.io import read_if_exists, storage_for
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.producer_ids import TXN_STATE_PREFIX, allocate_producer_id
@@ -198,6 +196,7 @@ class TransactionCoordinator:
 
     def __init__(self, log_dir: LogDirectory, *, clock: Clock | None = None) -> None:
         self.log_dir = log_dir
+        self._storage = storage_for(log_dir.path)
         self._clock = clock or _wall_clock_ms
         # Partitions markers went to, kept open: a log opened anew rebuilds its producer state first.
         self._partition_logs: dict[TopicPartition, PartitionLog] = {}
@@ -358,11 +357,10 @@ class TransactionCoordinator:
         """The id's state, or None for an id never initialised."""
         validate_transactional_id(transactional_id)
         path = self._paths(transactional_id)[0]
-        try:
-            with open(path, "rb") as f:
-                meta = TransactionMetadata.decode(f.read(), path)
-        except FileNotFoundError:
+        data = read_if_exists(self._storage, path)
+        if data is None:
             return None
+        meta = TransactionMetadata.decode(data, path)
         if meta.transactional_id != transactional_id:
             # Another id's file under this name (copied or restored in the wrong place): using it would give
             # two ids one producer session, each taking the other's batches for retries of its own.
@@ -374,13 +372,9 @@ class TransactionCoordinator:
 
     def transactional_ids(self, prefix: str = "") -> list[str]:
         """The ids with a state file, sorted; only those starting with ``prefix`` when given."""
-        try:
-            names = os.listdir(self.log_dir.path)
-        except FileNotFoundError:
-            return []
         ids = (
             unquote(n[len(TXN_FILE_PREFIX) : -len(_STATE_SUFFIX)])
-            for n in names
+            for n in self._storage.list(self._storage.join())
             if n.startswith(TXN_FILE_PREFIX) and n.endswith(_STATE_SUFFIX)
         )
         return sorted(i for i in ids if i.startswith(prefix))
@@ -394,18 +388,14 @@ class TransactionCoordinator:
         with self._state(transactional_id) as (meta, _save):
             if meta is not None and meta.state not in (*_COMPLETED.values(), TransactionState.EMPTY):
                 raise InvalidTxnStateError(f"transaction of {transactional_id!r} is {meta.state.value}")
-            state_path, lock_path = self._paths(transactional_id)
-            for path in (state_path, lock_path):
-                try:
-                    os.remove(path)
-                except FileNotFoundError:
-                    pass
+            for path in self._paths(transactional_id):
+                self._storage.delete(path)
 
     # -- internals ----------------------------------------------------------------------------
 
     def _paths(self, transactional_id: str) -> tuple[str, str]:
-        base = os.path.join(self.log_dir.path, TXN_FILE_PREFIX + quote(transactional_id, safe=""))
-        return base + _STATE_SUFFIX, base + _LOCK_SUFFIX
+        base = TXN_FILE_PREFIX + quote(transactional_id, safe="")
+        return self._storage.join(base + _STATE_SUFFIX), self._storage.join(base + _LOCK_SUFFIX)
 
     @contextmanager
     def _state(
@@ -414,13 +404,15 @@ class TransactionCoordinator:
         """The id's state under its lock, and the function that makes a change durable."""
         validate_transactional_id(transactional_id)
         state_path, lock_path = self._paths(transactional_id)
-        os.makedirs(self.log_dir.path, exist_ok=True)
-        lock = FileLock(lock_path)
+
+        def save(changed: TransactionMetadata) -> None:
+            self._storage.put(state_path, changed.encode())
+
+        self._storage.make_directory(self._storage.join())
+        lock = self._storage.lock(lock_path)
         try:
             with lock.exclusive():
-                meta = self.describe(transactional_id)
-                storage = PosixStorage(self.log_dir.path)
-                yield meta, lambda changed: None if storage.put(state_path, changed.encode()) else None
+                yield self.describe(transactional_id), save
         finally:
             lock.close()
 

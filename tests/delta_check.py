@@ -1,4 +1,4 @@
-"""Checks what the main job (``pysparklog.demo``) left, for ``test_demo``: the Delta table against the orders.
+"""Checks what the main job (``examples.demo``) left, for ``test_demo``: the Delta table against the orders.
 
 Run it from the repository root as ``python -m tests.delta_check <log dir> <Delta table>``. It exits 0 when
 
@@ -21,8 +21,8 @@ from chispa import DataFramesNotEqualError, SchemasNotEqualError, assert_df_equa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pysparklog.demo import ORDER_SCHEMA, ORDERS, STATS, STATS_SCHEMA, WATERMARK_DELAY_S, WINDOW_S
-from pysparklog.spark_session import local_spark
+from examples.demo import ORDER_SCHEMA, ORDERS, STATS, STATS_SCHEMA, WATERMARK_DELAY_S, WINDOW_S
+from pysparklog.spark.session import local_spark
 
 #: No progress bars; Delta reads a table's log with 2 tasks (its default of 50 is for clusters); a short-lived JVM
 #: spends less time compiling with the JIT's quick compiler alone (as the main job's session does).

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pysparklog.spark_session import local_spark
+from pysparklog.spark.session import local_spark
 
 REPO = Path(__file__).resolve().parents[1]
 _BEGIN = "@@@ pipeline-runner begin "

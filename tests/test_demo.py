@@ -1,4 +1,4 @@
-"""The main job (``python -m pysparklog.demo``, what ``make run`` runs), run for real with a short producer.
+"""The main job (``python -m examples.demo``, what ``make run`` runs), run for real with a short producer.
 
 It runs in a subprocess, as a user runs it: it starts its own SparkSession with Delta Lake's jars, and a process has
 one SparkContext (the suite's ``spark`` fixture has no Delta). What it left is then checked by
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pysparklog.demo import DELTA_GROUP, ORDERS, STATS, STATS_GROUP, STATS_QUERY, Paths
+from examples.demo import DELTA_GROUP, ORDERS, STATS, STATS_GROUP, STATS_QUERY, Paths
 from pysparklog.offsets import OffsetStore
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
@@ -40,7 +40,7 @@ def shown(result: subprocess.CompletedProcess[str]) -> str:
 def test_main_job_delivers_every_closed_window_once_to_the_topic_and_the_delta_table(tmp_path: Path) -> None:
     paths = Paths(str(tmp_path), str(tmp_path / "logs"))
     job = run_module(
-        "pysparklog.demo",
+        "examples.demo",
         *("--data-dir", paths.data_dir, "--log-dir", paths.log_dir, "--seconds", "12", "--rate", "400"),
         timeout=300,
     )

@@ -57,7 +57,7 @@ ORDERS = 12  # orders to produce events for (one to four events each)
 # COMMAND ----------
 
 if "spark" not in globals():
-    from pysparklog.spark_session import local_spark
+    from pysparklog.spark.session import local_spark
 
     spark = local_spark("pysparklog-notebook-quickstart")
 spark.dataSource.register(PySparkLogDataSource)

@@ -47,7 +47,7 @@ RECORDS = 20  # records in each of the guide's topics, topic1 and topic2
 # COMMAND ----------
 
 if "spark" not in globals():  # a Databricks notebook has one; elsewhere start a local session
-    from pysparklog.spark_session import local_spark
+    from pysparklog.spark.session import local_spark
 
     spark = local_spark("pysparklog-notebook-migrate")
 spark.dataSource.register(PySparkLogDataSource)  # also covers a session started before `%pip install`

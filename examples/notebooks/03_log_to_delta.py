@@ -56,7 +56,7 @@ FIRST_ROUND = 0.6  # the share of the events produced before the first run
 # COMMAND ----------
 
 if "spark" not in globals():
-    from pysparklog.spark_session import local_spark
+    from pysparklog.spark.session import local_spark
 
     # Delta's jars and SQL extension; its snapshots on 2 partitions, not 50: the tables here are tiny.
     spark = local_spark(

@@ -52,7 +52,7 @@ CUSTOMERS = 20  # customers inserted by the first commit
 # COMMAND ----------
 
 if "spark" not in globals():
-    from pysparklog.spark_session import local_spark
+    from pysparklog.spark.session import local_spark
 
     # Delta's snapshots on 2 partitions, not 50: the table here is tiny.
     spark = local_spark(

@@ -53,7 +53,7 @@ ROUNDS = 40  # every live user's profile is rewritten each round
 # COMMAND ----------
 
 if "spark" not in globals():  # a Databricks notebook has one; elsewhere start a local session
-    from pysparklog.spark_session import local_spark
+    from pysparklog.spark.session import local_spark
 
     spark = local_spark("pysparklog-notebook-changelog-table")
 spark.dataSource.register(PySparkLogDataSource)  # also covers a session started before `%pip install`

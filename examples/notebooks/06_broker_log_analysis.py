@@ -53,7 +53,7 @@ INCLUDE_INTERNAL = True  # False: only the topics Kafka's consumers see by defau
 # COMMAND ----------
 
 if "spark" not in globals():  # a Databricks notebook has one; elsewhere start a local session
-    from pysparklog.spark_session import local_spark
+    from pysparklog.spark.session import local_spark
 
     spark = local_spark("pysparklog-notebook-broker-log-analysis")
 spark.dataSource.register(PySparkLogDataSource)  # also covers a session started before `%pip install`

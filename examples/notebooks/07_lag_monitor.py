@@ -29,7 +29,7 @@ from examples.common import fresh_dir
 from examples.lag_monitor import GROUP, PARTITIONS, TOPIC, create_topic, describe_group, monitor
 from pysparklog import OffsetStore, TopicPartition
 from pysparklog.datasource_v2 import PySparkLogDataSource
-from pysparklog.spark_lag import OffsetsBehindLatest, OffsetsBehindLatestListener
+from pysparklog.spark.lag import OffsetsBehindLatest, OffsetsBehindLatestListener
 
 # COMMAND ----------
 
@@ -53,7 +53,7 @@ MAX_OFFSETS_PER_TRIGGER = 250  # records per micro-batch, over all partitions
 # COMMAND ----------
 
 if "spark" not in globals():  # a Databricks notebook has one; elsewhere start a local session
-    from pysparklog.spark_session import local_spark
+    from pysparklog.spark.session import local_spark
 
     spark = local_spark("pysparklog-notebook-lag-monitor")
 spark.dataSource.register(PySparkLogDataSource)  # also covers a session started before `%pip install`

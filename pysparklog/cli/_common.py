@@ -9,6 +9,7 @@ import time
 from types import FrameType, TracebackType
 
 from pysparklog.errors import InvalidLogDirectoryError, PySparkLogError, UnknownTopicError
+from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
 
 LOG_DIR_ENV = "PYSPARKLOG_LOG_DIR"
@@ -41,9 +42,10 @@ def open_log_dir(path: str) -> LogDirectory:
     Raises:
         InvalidLogDirectoryError: ``path`` is not a directory.
     """
-    if not os.path.isdir(path):
+    storage = storage_for(path)
+    if not storage.is_directory(storage.root):
         raise InvalidLogDirectoryError(f"log directory {path} does not exist or is not a directory")
-    return LogDirectory(path)
+    return LogDirectory(storage)
 
 
 def topic_partitions(logs: LogDirectory) -> list[tuple[str, int]]:

@@ -55,8 +55,7 @@ import pyarrow as pa
 from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
-from pysparklog.storage.io import Storage
-from pysparklog.storage.locking import LOG_DIR_LOCK
+from pysparklog.storage.io import LOG_DIR_LOCK, Storage
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.log_reads import SegmentInfo

@@ -6,7 +6,7 @@ import os
 
 from pysparklog.errors import InvalidLogDirectoryError
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.io import storage_for
+from pysparklog.storage.io import Storage, storage_for
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.topics import TopicStore, partition_dirs, validate_topic_name
 
@@ -15,7 +15,8 @@ class LogDirectory:
     """A directory of ``<topic>-<partition>`` partition logs.
 
     Args:
-        path: The log directory; created when missing.
+        path: The log directory, created when missing: a filesystem path, a ``file://`` URL, or the
+            ``Storage`` of one.
         config: The settings of a topic config that neither the topic (``topics``) nor the directory's
             ``server.properties`` sets (default: Kafka's).
 
@@ -24,13 +25,13 @@ class LogDirectory:
         >>> orders = logs.partition("orders", 0)
     """
 
-    def __init__(self, path: str | os.PathLike[str], config: LogConfig | None = None) -> None:
-        self.path = os.path.abspath(os.fspath(path))
-        self.storage = storage_for(self.path)
-        if self.storage.stat(self.path) is not None and not self.storage.is_directory(self.path):
+    def __init__(self, path: str | os.PathLike[str] | Storage, config: LogConfig | None = None) -> None:
+        self.storage = storage_for(path)
+        self.path = self.storage.root
+        if not self.storage.is_directory(self.path) and self.storage.stat(self.path) is not None:
             raise InvalidLogDirectoryError(f"{self.path!r} is not a directory")
         self.config = config or LogConfig()
-        self._topics = TopicStore(self.path, self.config)
+        self._topics = TopicStore(self.storage, self.config)
 
     @property
     def topics(self) -> TopicStore:

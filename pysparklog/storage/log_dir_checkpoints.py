@@ -11,8 +11,7 @@ import logging
 
 from pysparklog.errors import CorruptRecordError
 from pysparklog.storage import checkpoints
-from pysparklog.storage.io import Storage, read_if_exists
-from pysparklog.storage.locking import LOG_DIR_LOCK
+from pysparklog.storage.io import LOG_DIR_LOCK, Storage, read_if_exists
 from pysparklog.storage.log_state import STATE_FILE, LogState
 from pysparklog.storage.segment import parse_segment_name
 from pysparklog.storage.topics import partition_dirs

@@ -31,8 +31,7 @@ import re
 
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, PySparkLogError
 from pysparklog.storage.config import LONG_MAX
-from pysparklog.storage.io import Storage, read_if_exists, storage_for
-from pysparklog.storage.locking import LOG_DIR_LOCK
+from pysparklog.storage.io import LOG_DIR_LOCK, Storage, read_if_exists, storage_for
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
 from pysparklog.storage.segment import LogSegment, filename_prefix, parse_segment_name
 

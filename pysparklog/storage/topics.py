@@ -54,8 +54,7 @@ from pysparklog.errors import (
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LogConfig
-from pysparklog.storage.io import FileStat, Storage, read_if_exists, storage_for
-from pysparklog.storage.locking import LOG_DIR_LOCK
+from pysparklog.storage.io import LOG_DIR_LOCK, FileStat, Storage, read_if_exists, storage_for
 from pysparklog.storage.log_state import parse_partition_dir
 from pysparklog.storage.topic_config import (
     SERVER_PROPERTIES,

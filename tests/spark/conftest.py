@@ -23,7 +23,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamReader
 
 from pysparklog import LogDirectory
-from pysparklog.spark_arrow import arrow_schema, to_spark_batch
+from pysparklog.spark.arrow import arrow_schema, to_spark_batch
 from pysparklog.storage import AppendInfo
 from pysparklog.storage.records.arrow_records import BatchSettings
 

@@ -27,7 +27,7 @@ import pytest
 
 from pysparklog import LogDirectory
 from pysparklog.producer import Producer
-from pysparklog.sink import SINK_FILE_PREFIX, SinkDecision
+from pysparklog.spark.sink import SINK_FILE_PREFIX, SinkDecision
 from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
 from pysparklog.transactions import TXN_FILE_PREFIX, TransactionMetadata, TransactionState
 from tests.conftest import REPO
@@ -403,7 +403,7 @@ CRASH_RECORDS = 5000  # five micro-batches of sink_job.MAX_OFFSETS_PER_TRIGGER
 
 @pytest.mark.timeout(900)
 # "before-markers" and "after-commit" take the paths of "between-markers" (the restart finishes a recorded decision)
-# and of a decided batch re-run, which the protocol tests without Spark cover (tests/test_sink.py) and the random
+# and of a decided batch re-run, which the protocol tests without Spark cover (test_sink_protocol.py) and the random
 # kills reach: four JVM restarts spared to keep the suite within its time.
 @pytest.mark.parametrize("point", ["between-markers"])
 def test_a_crash_inside_the_sinks_commit_is_finished_by_the_restart(tmp_path: Path, point: str) -> None:

@@ -17,9 +17,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 from pysparklog import LogDirectory
 from pysparklog.datasource_v2 import PySparkLogStreamReader, RangesPartition, read_ranges
 from pysparklog.errors import DataLossError
-from pysparklog.kafka_options import SourceOptions
-from pysparklog.offset_ranges import OffsetRange
 from pysparklog.offsets import OffsetStore
+from pysparklog.spark.kafka_options import SourceOptions
+from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from tests.spark.conftest import TS, append, make_topic
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 import os
 
 from pysparklog.errors import InvalidLogDirectoryError
-from pysparklog.storage.io.base import FileStat, LockedRecord, PutMode, Storage, StorageLock, read_if_exists
+from pysparklog.storage.io.base import (
+    LOG_DIR_LOCK,
+    FileStat,
+    LockedRecord,
+    PutMode,
+    Storage,
+    StorageLock,
+    read_if_exists,
+)
 from pysparklog.storage.io.posix import PosixLock, PosixStorage
 
 #: URL schemes of the object stores a log directory will live on; not served by this version.
@@ -39,6 +47,7 @@ def storage_for(location: str | os.PathLike[str] | Storage) -> Storage:
 
 
 __all__ = [
+    "LOG_DIR_LOCK",
     "FileStat",
     "LockedRecord",
     "OBJECT_STORE_SCHEMES",

@@ -39,6 +39,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+LOG_DIR_LOCK = ".lock"
+"""The lock file of a log directory (the name Kafka's LogManager locks): held while its shared files change."""
+
 
 class PutMode(enum.Enum):
     """How ``Storage.put`` treats a file that already exists."""

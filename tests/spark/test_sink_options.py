@@ -1,4 +1,4 @@
-"""``pysparklog.sink_options``: Spark's Kafka sink options, parsed eagerly; the sink's columns checked as Spark's
+"""``pysparklog.spark.sink_options``: Spark's Kafka sink options, parsed eagerly; the sink's columns checked as Spark's
 ``KafkaWriter`` checks them; Spark's Arrow batches turned into the producer's per-topic tables.
 
 Expected messages are Spark's (``KafkaSourceProvider``, ``KafkaWriter``, ``KafkaWriteTask``) or Kafka's
@@ -37,7 +37,7 @@ from pysparklog import LogDirectory
 from pysparklog.errors import InvalidConfigError, PySparkLogError
 from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import Producer, ProducerConfig
-from pysparklog.sink_options import (
+from pysparklog.spark.sink_options import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
     PRODUCER_CONFIGS,
     SINK_OPTIONS,

@@ -75,10 +75,10 @@ from pyspark.sql.types import (
 )
 
 from pysparklog.errors import InvalidConfigError, InvalidTopicError, PySparkLogError
-from pysparklog.kafka_options import parse_boolean, parse_non_empty, spelled_options
 from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import ACCEPTED_CONFIGS as _PRODUCER_CONFIGS
 from pysparklog.producer import ProducerConfig
+from pysparklog.spark.kafka_options import parse_boolean, parse_non_empty, spelled_options
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.records.arrow_records import HEADER_TYPE
 from pysparklog.storage.topics import validate_topic_name

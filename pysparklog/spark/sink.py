@@ -34,7 +34,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -45,9 +44,8 @@ import pyarrow as pa
 
 from pysparklog.errors import CorruptRecordError, SinkCommitError, UnknownTopicError
 from pysparklog.producer import Producer
-from pysparklog.sink_options import DeliveryGuarantee, SinkColumns, SinkOptions, producer_tables
-from pysparklog.storage.io import PosixStorage
-from pysparklog.storage.locking import FileLock
+from pysparklog.spark.sink_options import DeliveryGuarantee, SinkColumns, SinkOptions, producer_tables
+from pysparklog.storage.io import read_if_exists, storage_for
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.transactions import PreparedTransaction, ProducerSession, TransactionCoordinator
 
@@ -243,16 +241,14 @@ class SinkCommitLog:
     def __init__(self, logs: LogDirectory, sink_id: str) -> None:
         self._logs = logs
         self.sink_id = sink_id
-        base = os.path.join(logs.path, SINK_FILE_PREFIX + quote(sink_id, safe=""))
-        self.path = base + ".json"
-        self._lock_path = base + ".lock"
+        self._storage = storage_for(logs.path)
+        base = SINK_FILE_PREFIX + quote(sink_id, safe="")
+        self.path = self._storage.join(base + ".json")
+        self._lock_path = self._storage.join(base + ".lock")
 
     def read(self) -> SinkDecision | None:
-        try:
-            with open(self.path, "rb") as f:
-                return SinkDecision.decode(f.read(), self.path)
-        except FileNotFoundError:
-            return None
+        data = read_if_exists(self._storage, self.path)
+        return None if data is None else SinkDecision.decode(data, self.path)
 
     def decided(self, query_id: str | None, batch_id: int) -> bool:
         """Whether the query's micro-batch ``batch_id`` was decided (so its tasks must not write again)."""
@@ -267,7 +263,7 @@ class SinkCommitLog:
                 the task fenced it); nothing of the batch is committed.
         """
         coordinator = coordinator_for(self._logs)
-        lock = FileLock(self._lock_path)
+        lock = self._storage.lock(self._lock_path)
         try:
             with lock.exclusive():
                 decision = self.read()
@@ -312,13 +308,13 @@ class SinkCommitLog:
                         "batch is committed, and it is written again when the query restarts"
                     )
             decision = SinkDecision(self.sink_id, query_id, batch_id, transactions, complete=False)
-            PosixStorage("/").put(self.path, decision.encode())
+            self._storage.put(self.path, decision.encode())
         return decision
 
     def _finish(self, coordinator: TransactionCoordinator, decision: SinkDecision) -> None:
         for txn in decision.transactions:
             coordinator.end_transaction(txn.transactional_id, txn.session, commit=True)
-        PosixStorage("/").put(self.path, replace(decision, complete=True).encode())
+        self._storage.put(self.path, replace(decision, complete=True).encode())
 
     def abort(self) -> list[str]:
         """Abort every open transaction of the sink's tasks (Spark aborts a write that failed): those
@@ -338,7 +334,4 @@ class SinkCommitLog:
         for transactional_id in self._task_ids(coordinator):
             coordinator.forget(transactional_id)
         for path in (self.path, self._lock_path):
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
+            self._storage.delete(path)

@@ -1,4 +1,4 @@
-"""``pysparklog.offset_ranges``: Kafka's micro-batch planning, replayed on the numbers of Spark's own suites.
+"""``pysparklog.spark.offset_ranges``: Kafka's micro-batch planning, replayed on the numbers of Spark's own suites.
 
 Acceptance data: ``KafkaMicroBatchSourceSuite`` ("maxOffsetsPerTrigger", "minOffsetsPerTrigger",
 "compositeReadLimit") and ``KafkaOffsetRangeCalculatorSuite`` (apache/spark, connector/kafka-0-10-sql).
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysparklog.errors import InvalidConfigError
-from pysparklog.offset_ranges import (
+from pysparklog.spark.offset_ranges import (
     MinOffsetsTrigger,
     OffsetRange,
     TaskAssignment,

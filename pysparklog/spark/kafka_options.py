@@ -31,8 +31,9 @@ from typing import Any, Literal, NoReturn
 
 from pysparklog.assignors import assignor_for
 from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, InvalidOffsetError, UnknownTopicError
-from pysparklog.offset_ranges import OffsetRange
+from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.storage.config import INT_MAX, LONG_MAX
+from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 
@@ -795,12 +796,13 @@ def source_log_dir(options: SourceOptions) -> LogDirectory:
     Raises:
         InvalidLogDirectoryError: ``path`` does not exist or is not a directory.
     """
-    if not os.path.isdir(options.path):
+    storage = storage_for(options.path)
+    if not storage.is_directory(storage.root):
         raise InvalidLogDirectoryError(
             f"option path = {options.path!r} is not a log directory: it does not exist or is not a directory; "
             "accepted: an existing log directory, as .load(path) or .option('path', ...)"
         )
-    return LogDirectory(options.path)
+    return LogDirectory(storage)
 
 
 def subscribed_partitions(options: SourceOptions, log_dir: LogDirectory) -> list[TopicPartition]:

@@ -1,4 +1,5 @@
-"""``pysparklog.kafka_options``: Spark's Kafka source options, parsed eagerly, and resolved against a log directory.
+"""``pysparklog.spark.kafka_options``: Spark's Kafka source options, parsed eagerly, and resolved against a log
+directory.
 
 Expected messages and rules are Spark's (``KafkaSourceProvider``, ``JsonUtils``, ``KafkaOffsetReaderAdmin``)
 unless a test says why pysparklog is stricter.
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, InvalidOffsetError, UnknownTopicError
-from pysparklog.kafka_options import (
+from pysparklog.spark.kafka_options import (
     EARLIEST,
     LATEST,
     SOURCE_OPTIONS,
@@ -33,7 +34,7 @@ from pysparklog.kafka_options import (
     source_log_dir,
     subscribed_partitions,
 )
-from pysparklog.offset_ranges import OffsetRange
+from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.topics import TOPICS_FILE
 from pysparklog.structs import TopicPartition

@@ -1,4 +1,4 @@
-"""``spark_lag``: Kafka's offsets-behind-latest metrics, from the math to a running query's listener."""
+"""``pysparklog.spark.lag``: Kafka's offsets-behind-latest metrics, from the math to a running query's listener."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pysparklog import LogDirectory
-from pysparklog.spark_lag import OffsetsBehindLatest, OffsetsBehindLatestListener, offsets_behind_latest
+from pysparklog.spark.lag import OffsetsBehindLatest, OffsetsBehindLatestListener, offsets_behind_latest
 
 pytestmark = pytest.mark.spark
 

@@ -55,7 +55,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from pysparklog.offsets import OffsetStore
 from pysparklog.producer import Producer, ProducerConfig
-from pysparklog.spark_session import local_spark
+from pysparklog.spark.session import local_spark
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 
@@ -608,7 +608,7 @@ def positive(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pysparklog.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m examples.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
         "--data-dir",

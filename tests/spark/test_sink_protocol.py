@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from pysparklog.errors import SinkCommitError, UnknownTopicError
-from pysparklog.sink import SinkCommitLog, TaskWrite, streaming_sink_id, write_task
-from pysparklog.sink_options import SinkColumns, SinkOptions, check_sink_schema
+from pysparklog.spark.sink import SinkCommitLog, TaskWrite, streaming_sink_id, write_task
+from pysparklog.spark.sink_options import SinkColumns, SinkOptions, check_sink_schema
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
 from pysparklog.transactions import TransactionCoordinator, TransactionState
