@@ -42,7 +42,6 @@ class LogLoader:
         producers: Its producer state (snapshots and replay).
         log_dir_checkpoints: The log directory's checkpoints (recovery point, log start offset).
         topic_partition: The partition.
-        config: The topic's configs in force.
     """
 
     def __init__(
@@ -51,20 +50,21 @@ class LogLoader:
         producers: ProducerStateTracker,
         log_dir_checkpoints: LogDirCheckpoints,
         topic_partition: tuple[str, int],
-        config: LogConfig,
     ) -> None:
         self.segments = segments
         self.producers = producers
         self.checkpoints = log_dir_checkpoints
         self.topic_partition = topic_partition
-        self.config = config
 
-    def recover(self, previous: LogState | None, recovery_point: int | None, *, only_active: bool = False) -> LoadedLog:
+    def recover(
+        self, previous: LogState | None, recovery_point: int | None, config: LogConfig, *, only_active: bool = False
+    ) -> LoadedLog:
         """Revalidate from ``recovery_point`` (None: the checkpointed one), or only the active segment.
 
         Args:
             previous: The state record found (None when it is missing or unreadable).
             recovery_point: Everything below is known to be fsynced.
+            config: The topic's configs in force (``index.interval.bytes``).
             only_active: Only the last segment is suspect (a writer died mid-append on this machine).
         """
         segments = self.segments
@@ -95,7 +95,7 @@ class LogLoader:
             segment = segments.get(bases[i])
             size = segment.size()
             next_base = bases[i + 1] if i + 1 < len(bases) else None
-            build, valid = segment.rebuild_indexes(size, self.config.index_interval_bytes, next_base)
+            build, valid = segment.rebuild_indexes(size, config.index_interval_bytes, next_base)
             build.maybe_append_time_entry()
             segment.write_indexes(build)
             segment.write_txn_index(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns))

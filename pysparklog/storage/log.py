@@ -44,6 +44,7 @@ from pysparklog.storage.active_segment import ActiveSegment
 from pysparklog.storage.config import INT_MAX, LogConfig
 from pysparklog.storage.index import TransactionIndex
 from pysparklog.storage.io import LockedRecord, Storage, storage_for
+from pysparklog.storage.loader import LogLoader
 from pysparklog.storage.log_dir_checkpoints import LogDirCheckpoints
 from pysparklog.storage.log_reads import (
     EARLIEST_TIMESTAMP,
@@ -132,7 +133,7 @@ class PartitionLog:
         self._segments = LogSegments(self.storage, self.directory)
         self._checkpoints = LogDirCheckpoints(self.storage, self.checkpoint_dir)
         self._producers = ProducerStateTracker(self.storage, self.directory)
-        self._writer = LogWriter(self._segments, self._producers, self._checkpoints, self._topic_partition)
+        self._writer = LogWriter(LogLoader(self._segments, self._producers, self._checkpoints, self._topic_partition))
         # The first unstable offset derived for a view whose state record does not hold it.
         self._derived_unstable: tuple[tuple[tuple[int, ...], int, int], int] | None = None
         self._write_mutex = threading.Lock()

@@ -39,7 +39,7 @@ Kafka creates a ``.txnindex`` with its first entry, so a missing file means "not
 gets one, empty until a transaction is aborted in it, and the state record says from which segment on
 that holds ("txn indexes from"). A missing file there, or a damaged one anywhere, is rebuilt from the
 segment's control batches and the producer state at its base before a read_committed answer uses it
-(``PartitionLog._rebuild_transaction_indexes``). Below that segment (a broker's segments, an older
+(``log_reads.rebuild_txn_indexes``). Below that segment (a broker's segments, an older
 pysparklog's), a missing file means none, as in Kafka.
 """
 

@@ -16,11 +16,9 @@ from dataclasses import dataclass, replace
 from pysparklog.storage.active_segment import ActiveSegment
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import LockedRecord
-from pysparklog.storage.loader import LoadedLog, LogLoader
-from pysparklog.storage.log_dir_checkpoints import LogDirCheckpoints
-from pysparklog.storage.log_segments import LogSegments
+from pysparklog.storage.loader import LogLoader
 from pysparklog.storage.log_state import BOOT_ID, UNKNOWN_FIRST_UNSTABLE_OFFSET, LogState, read_state
-from pysparklog.storage.producer_state import OpenTransactions, ProducerStateTracker
+from pysparklog.storage.producer_state import OpenTransactions
 from pysparklog.storage.producer_validation import ProducerCache, ProducerStates, check_producers
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.transaction_index import AbortedTxn
@@ -53,26 +51,16 @@ class LogWriter:
     """What the writer of one partition keeps between appends, and the appends themselves.
 
     Args:
-        segments: The partition's segments.
-        producers: Its producer snapshots and replay.
-        log_dir_checkpoints: The log directory's offset checkpoints.
-        topic_partition: The partition.
+        loader: The partition's recovery, which holds its segments, producer state and checkpoints.
     """
 
-    def __init__(
-        self,
-        segments: LogSegments,
-        producers: ProducerStateTracker,
-        log_dir_checkpoints: LogDirCheckpoints,
-        topic_partition: tuple[str, int],
-    ) -> None:
-        self.segments = segments
-        self.producers = producers
-        self.checkpoints = log_dir_checkpoints
-        self.topic_partition = topic_partition
+    def __init__(self, loader: LogLoader) -> None:
+        self.loader = loader
+        self.segments, self.producers = loader.segments, loader.producers
+        self.checkpoints, self.topic_partition = loader.checkpoints, loader.topic_partition
         self.config = LogConfig()  # the configs in force at the last ``sync``
         self.active: ActiveSegment | None = None
-        self.producer_states = ProducerStates(producers, segments)
+        self.producer_states = ProducerStates(self.producers, self.segments)
 
     def append_producer_batches(
         self, record: LockedRecord, active: ActiveSegment, validator: LogValidator, piece: Batches
@@ -284,8 +272,7 @@ class LogWriter:
 
     def recover(self, record: LockedRecord, recovery_point: int | None, *, only_active: bool = False) -> ActiveSegment:
         """Kafka's log recovery for this partition (``LogLoader``), under the write lock."""
-        loader = LogLoader(self.segments, self.producers, self.checkpoints, self.topic_partition, self.config)
-        loaded: LoadedLog = loader.recover(read_state(record), recovery_point, only_active=only_active)
+        loaded = self.loader.recover(read_state(record), recovery_point, self.config, only_active=only_active)
         self.write_state(record, loaded.state)
         state = loaded.state
         self.producer_states.reset(
