@@ -32,7 +32,7 @@ import numpy.typing as npt
 import pyarrow as pa
 from numba import njit
 
-from pysparklog.errors import InvalidConfigError, UnknownTopicError
+from pysparklog.errors import InvalidConfigError, InvalidRecordError, UnknownTopicError
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.records.arrow_records import binary_buffers
 from pysparklog.storage.topics import validate_partition_count
@@ -278,9 +278,9 @@ class Partitioner:
             InvalidPartitionsError: ``num_partitions`` is not positive.
             UnknownTopicError: An explicit partition is outside the topic, or a custom partitioner
                 returned one that is.
-            InvalidConfigError: A column has a type the partitioner cannot read, ``explicit`` does not
-                give one integer (or null) per row, or a custom partitioner did not return one
-                integer per row.
+            InvalidRecordError: A column has a type the partitioner cannot read, or ``explicit`` does not
+                give one integer (or null) per row.
+            InvalidConfigError: A custom partitioner did not return one integer per row.
         """
         validate_partition_count(num_partitions)
         n = table.num_rows
@@ -343,9 +343,9 @@ def _explicit_partitions(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(partitions, which rows have one) of the ``explicit`` column, checked against the topic."""
     if len(explicit) != n:
-        raise InvalidConfigError(f"explicit has {len(explicit)} partitions for {n} rows; give one (or null) per row")
+        raise InvalidRecordError(f"explicit has {len(explicit)} partitions for {n} rows; give one (or null) per row")
     if not pa.types.is_integer(explicit.type):
-        raise InvalidConfigError(f"explicit has type {explicit.type}; accepted: an integer type, null for none")
+        raise InvalidRecordError(f"explicit has type {explicit.type}; accepted: an integer type, null for none")
     given = np.asarray(explicit.fill_null(0), dtype=np.int64)
     has_given = np.asarray(explicit.is_valid(), dtype=bool)
     _check_range(given[has_given], num_partitions, "Invalid partition given with record")

@@ -156,9 +156,9 @@ def test_an_explicit_partition_outside_the_topic_is_rejected_as_kafka_rejects_it
         partitioner.assign_partitions(table, 3, pa.array([None, 3]))
     with pytest.raises(UnknownTopicError, match="-1 is not in the range"):
         partitioner.assign_partitions(table, 3, pa.array([-1, None]))
-    with pytest.raises(InvalidConfigError, match="explicit has 1 partitions for 2 rows"):
+    with pytest.raises(InvalidRecordError, match="explicit has 1 partitions for 2 rows"):
         partitioner.assign_partitions(table, 3, pa.array([1]))
-    with pytest.raises(InvalidConfigError, match="explicit has type string"):
+    with pytest.raises(InvalidRecordError, match="explicit has type string"):
         partitioner.assign_partitions(table, 3, pa.array(["1", "2"]))
 
 

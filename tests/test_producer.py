@@ -25,7 +25,7 @@ from pysparklog import (
     PySparkLogError,
     UnknownTopicError,
 )
-from pysparklog.errors import InvalidTimestampError
+from pysparklog.errors import InvalidTimestampError, RecordTooLargeError
 from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import Producer, ProducerConfig, RecordMetadata
 from pysparklog.storage.records import kernels as k
@@ -225,7 +225,7 @@ def test_batch_size_zero_puts_every_record_in_a_batch_of_its_own(logs: LogDirect
     with Producer(logs, ProducerConfig(batch_size=0, linger_ms=FOREVER_MS)) as producer:
         for i in range(5):
             producer.send("one", b"%d" % i)
-    assert (entries(logs, "one", 0).column(k.E_RECORDS_COUNT) == 1).all()
+    assert (entries(logs, "one", 0).record_counts == 1).all()
 
 
 def test_a_record_becomes_visible_after_linger_without_flush(logs: LogDirectory) -> None:
@@ -275,14 +275,14 @@ def test_batches_carry_the_producer_id_epoch_and_sequences(logs: LogDirectory) -
         producer.send_arrow("three", pa.table({"value": [b"bulk"] * 20, "partition": pa.array([1] * 20, pa.int8())}))
     for partition, records in ((0, 30), (1, 50)):
         batches = entries(logs, "three", partition)
-        counts = batches.column(k.E_RECORDS_COUNT)
+        counts = batches.record_counts
         assert len(batches) > 3 and counts.sum() == records
-        assert (batches.column(k.E_PRODUCER_ID) == 0).all()  # the log directory's first producer id
-        assert (batches.column(k.E_PRODUCER_EPOCH) == 0).all()
-        assert batches.column(k.E_BASE_SEQUENCE).tolist() == (np.cumsum(counts) - counts).tolist()
+        assert (batches.producer_ids == 0).all()  # the log directory's first producer id
+        assert (batches.producer_epochs == 0).all()
+        assert batches.base_sequences.tolist() == (np.cumsum(counts) - counts).tolist()
     with Producer(logs) as second:
         second.send("three", b"v", partition=2)
-    assert entries(logs, "three", 2).column(k.E_PRODUCER_ID).tolist() == [1]
+    assert entries(logs, "three", 2).producer_ids.tolist() == [1]
 
 
 def test_without_idempotence_batches_carry_no_producer(logs: LogDirectory) -> None:
@@ -301,9 +301,9 @@ def test_sequences_wrap_at_2_31(logs: LogDirectory) -> None:
         for i in range(10):
             producer.send("one", b"%050d" % i)
     batches = entries(logs, "one", 0)
-    counts = batches.column(k.E_RECORDS_COUNT)
-    assert batches.column(k.E_BASE_SEQUENCE).tolist() == ((2**31 - 3 + np.cumsum(counts) - counts) % 2**31).tolist()
-    assert batches.column(k.E_BASE_SEQUENCE)[-1] < 10  # wrapped
+    counts = batches.record_counts
+    assert batches.base_sequences.tolist() == ((2**31 - 3 + np.cumsum(counts) - counts) % 2**31).tolist()
+    assert batches.base_sequences[-1] < 10  # wrapped
 
 
 def failing_append(
@@ -375,7 +375,7 @@ def test_an_out_of_order_sequence_fails_the_futures_of_its_records(
             failed.get()
         later = producer.send("three", b"b", partition=0)
     assert later.get() == RecordMetadata("three", 0, 0, later.get().timestamp)
-    assert entries(logs, "three", 0).column(k.E_PRODUCER_ID).tolist() == [1]  # a new id, sequences from 0
+    assert entries(logs, "three", 0).producer_ids.tolist() == [1]  # a new id, sequences from 0
 
 
 def test_an_append_error_reaches_only_its_records_and_the_producer_keeps_working(tmp_path: Path) -> None:
@@ -494,11 +494,11 @@ def test_partitions_for(producer: Producer) -> None:
         ),
         (lambda p: p.send("three", 42), TypeError, "must be bytes"),
         (lambda p: p.send("three", b"v", headers=[("k", 1)]), TypeError, "a header must be"),
-        (lambda p: p.send("three", b"v", timestamp_ms=-5), InvalidConfigError, "Invalid timestamp: -5"),
-        (lambda p: p.send("three", b"x" * 2_000_000), InvalidConfigError, "larger than 1048576, which is the value"),
+        (lambda p: p.send("three", b"v", timestamp_ms=-5), InvalidTimestampError, "Invalid timestamp: -5"),
+        (lambda p: p.send("three", b"x" * 2_000_000), RecordTooLargeError, "larger than 1048576, which is the value"),
         (
             lambda p: p.send_arrow("three", pa.table({"value": [b"x" * 2_000_000]})),
-            InvalidConfigError,
+            RecordTooLargeError,
             "max.request.size",
         ),
         (lambda p: p.send_arrow("three", pa.table({"key": [b"k"]})), InvalidRecordError, "a 'value' column"),

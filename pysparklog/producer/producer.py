@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pysparklog.errors import InvalidConfigError
+from pysparklog.errors import InvalidTimestampError, RecordTooLargeError
 from pysparklog.partitioner import _record_sizes as record_sizes
 from pysparklog.producer.accumulator import RecordAccumulator
 from pysparklog.producer.config import ProducerConfig
@@ -91,8 +91,8 @@ class Producer:
 
         Raises:
             TypeError: A key, value or header that is not bytes.
-            InvalidConfigError: The key and value are larger than ``max.request.size`` allows, or the
-                timestamp is negative.
+            RecordTooLargeError: The key and value are larger than ``max.request.size`` allows.
+            InvalidTimestampError: The timestamp is negative.
             UnknownTopicError: The topic does not exist, or has no partition ``partition``.
             PySparkLogError: The producer is closed.
         """
@@ -107,15 +107,15 @@ class Producer:
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
         elif type(timestamp_ms) is not int or timestamp_ms < 0:
-            raise InvalidConfigError(f"Invalid timestamp: {timestamp_ms!r}. Timestamp should always be non-negative")
+            raise InvalidTimestampError(f"Invalid timestamp: {timestamp_ms!r}. Timestamp should always be non-negative")
         if headers is not None:
             headers = _checked_headers(headers)
         if self.config.transactional_id is not None:
             self._transactions.check_in_transaction()
         return self._accumulator.append(topic, value, key, headers, partition, timestamp_ms, size)
 
-    def _too_large(self, size: int) -> InvalidConfigError:
-        return InvalidConfigError(
+    def _too_large(self, size: int) -> RecordTooLargeError:
+        return RecordTooLargeError(
             f"The message is {size + RECORD_BATCH_OVERHEAD + _MAX_RECORD_OVERHEAD} bytes when serialized which is "
             f"larger than {self.config.max_request_size}, which is the value of the max.request.size configuration."
         )
@@ -138,8 +138,8 @@ class Producer:
             the log append time (-1 for CreateTime). Other writers' records may lie between.
 
         Raises:
-            InvalidConfigError: A column is missing or of a type that cannot be read, or a record is
-                larger than ``max.request.size`` allows.
+            InvalidRecordError: A column is missing or of a type that cannot be read.
+            RecordTooLargeError: A record is larger than ``max.request.size`` allows.
             UnknownTopicError: The topic does not exist, or a ``partition`` is not one of its partitions.
             PySparkLogError: An append failed (nothing of that partition after it is appended; the
                 partitions before it in partition order are), or the producer is closed.

@@ -74,7 +74,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pysparklog.errors import InvalidConfigError, InvalidTopicError, PySparkLogError
+from pysparklog.errors import (
+    InvalidConfigError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    InvalidTopicError,
+)
 from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import ACCEPTED_CONFIGS as _PRODUCER_CONFIGS
 from pysparklog.producer import ProducerConfig
@@ -557,7 +562,7 @@ def _column(batch: pa.RecordBatch, name: str) -> pa.Array:
     try:
         return batch.column(batch.schema.names.index(name))
     except ValueError:
-        raise InvalidConfigError(
+        raise InvalidRecordError(
             f"column {name!r} is missing from the batch; the columns given are {batch.schema.names}"
         ) from None
 
@@ -586,18 +591,18 @@ def _headers(array: pa.Array) -> pa.Array:
     the struct fields' names and nullability do not matter. A null list (no headers) stays null."""
     value_type = array.type.value_type if pa.types.is_list(array.type) or pa.types.is_large_list(array.type) else None
     if value_type is None or not pa.types.is_struct(value_type) or value_type.num_fields != 2:
-        raise InvalidConfigError(
+        raise InvalidRecordError(
             f"headers attribute unsupported type {array.type}. headers must be a(n) {_HEADERS_DOC}"
         )
     entries = array.flatten()  # the entries of the non-null lists, in order
     if entries.null_count:
-        raise PySparkLogError(
+        raise InvalidRecordError(
             f"null header present in the data (row {_row_of_entry(array, entries.is_null())}); accepted: headers "
             "whose entries are (key, value) structs, or a null headers column for none"
         )
     key, value = entries.flatten()
     if key.null_count:
-        raise PySparkLogError(
+        raise InvalidRecordError(
             f"null header key present in the data (row {_row_of_entry(array, key.is_null())}): Kafka header keys "
             "cannot be null; accepted: a string key (the value may be null)"
         )
@@ -620,7 +625,7 @@ def _string(array: pa.Array, name: str) -> pa.Array:
         return array
     if array.type == pa.large_string():
         return array.cast(pa.string())
-    raise InvalidConfigError(f"column {name!r} has type {array.type}; accepted: string")
+    raise InvalidRecordError(f"column {name!r} has type {array.type}; accepted: string")
 
 
 def _timestamps(array: pa.Array) -> pa.Array:
@@ -633,13 +638,13 @@ def _timestamps(array: pa.Array) -> pa.Array:
     elif pa.types.is_floating(array.type):
         micros = _seconds_to_micros(array)
     else:
-        raise InvalidConfigError(
+        raise InvalidRecordError(
             f"timestamp attribute unsupported type {array.type}. timestamp must be a(n) double or timestamp"
         )
     least = pc.min(micros).as_py()
     if least is not None and least <= -1000:  # -999 us truncates to 0 ms, which Kafka takes
         row = pc.index(micros, least).as_py()
-        raise PySparkLogError(
+        raise InvalidTimestampError(
             f"Invalid timestamp: {-(-least // 1000)} (row {row}). Timestamp should always be non-negative or null; "
             "accepted: instants from 1970-01-01T00:00:00Z on"
         )
@@ -653,7 +658,7 @@ def _seconds_to_micros(array: pa.Array) -> pa.Array:
     fits = pc.fill_null(pc.and_(pc.is_finite(micros), pc.less(pc.abs(micros), _LONG_LIMIT)), True)  # null: now
     if not pc.all(fits).as_py():
         row = pc.index(fits, False).as_py()
-        raise PySparkLogError(
+        raise InvalidTimestampError(
             f"timestamp {array[row].as_py()!r} (row {row}) is not an instant; accepted: seconds since the epoch, "
             "finite and within the range of a timestamp"
         )
@@ -663,10 +668,10 @@ def _seconds_to_micros(array: pa.Array) -> pa.Array:
 def _split_by_topic(table: pa.Table, topics: pa.Array) -> list[tuple[str, pa.Table]]:
     """``table``'s rows grouped by ``topics``: one stable sort, then zero-copy slices."""
     if not (pa.types.is_string(topics.type) or pa.types.is_large_string(topics.type)):
-        raise InvalidConfigError(f"topic attribute unsupported type {topics.type}. topic must be a(n) string")
+        raise InvalidRecordError(f"topic attribute unsupported type {topics.type}. topic must be a(n) string")
     if topics.null_count:
         first = pc.index(topics.is_null(), True).as_py()
-        raise PySparkLogError(
+        raise InvalidRecordError(
             f"{_NULL_TOPIC} ({topics.null_count} of {len(topics)} rows of the batch have a null topic, the first "
             f"at row {first})"
         )

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 )
 
 from pysparklog import LogDirectory
-from pysparklog.errors import InvalidConfigError, PySparkLogError
+from pysparklog.errors import InvalidConfigError, InvalidRecordError, InvalidTimestampError, PySparkLogError
 from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.spark.sink_options import (
@@ -750,7 +750,7 @@ def test_a_missing_topic_column_with_no_option_is_refused() -> None:
 
 def test_a_column_the_batch_lacks_is_refused() -> None:
     columns = check_sink_schema(KV, "t")
-    with pytest.raises(InvalidConfigError, match="column 'key' is missing from the batch"):
+    with pytest.raises(InvalidRecordError, match="column 'key' is missing from the batch"):
         producer_tables(spark_batch(schema(value=StringType()), [{"value": "v"}]), columns, "t")
 
 
@@ -874,7 +874,7 @@ def test_double_timestamps_that_are_no_instant_are_refused(seconds: float) -> No
 
 def test_negative_timestamps_are_refused_as_kafka_refuses_them() -> None:
     batch = spark_batch(WITH_TIMESTAMP, [{"value": "a", "timestamp": 0}, {"value": "b", "timestamp": -2_500}])
-    with pytest.raises(PySparkLogError) as raised:
+    with pytest.raises(InvalidTimestampError) as raised:
         tables(batch, WITH_TIMESTAMP, "t")
     assert str(raised.value).startswith(
         "Invalid timestamp: -2 (row 1). Timestamp should always be non-negative or null"

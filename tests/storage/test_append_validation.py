@@ -9,7 +9,6 @@ import pytest
 
 from pysparklog import BatchSettings, Codec, LogConfig, LogDirectory, TimestampType
 from pysparklog.errors import InvalidTimestampError
-from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.memory_records import scan
 from tests.conftest import keyed_table, read_all
 
@@ -47,8 +46,8 @@ def test_compression_type_recompresses_batches_keeping_producer_fields(
     segment = log.segments()[0]
     entries = scan(segment.read_bytes(0, segment.size()))
     assert set(entries.codecs.tolist()) == {Codec.from_name(topic_codec)}
-    assert set(entries.column(k.E_PRODUCER_ID).tolist()) == {7}
-    sequences = entries.column(k.E_BASE_SEQUENCE).tolist()
+    assert set(entries.producer_ids.tolist()) == {7}
+    sequences = entries.base_sequences.tolist()
     assert sequences[0] == 0 and sequences == sorted(sequences), "sequences continue batch after batch"
     assert read_all(log).column("value").to_pylist() == keyed_table(200).column("value").to_pylist()
 

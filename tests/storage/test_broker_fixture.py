@@ -16,7 +16,6 @@ from pysparklog.storage.index import OffsetIndex, TimeIndex
 from pysparklog.storage.io import PosixStorage
 from pysparklog.storage.log_state import STATE_FILE
 from pysparklog.storage.producer_state import decode_snapshot, encode_snapshot
-from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.memory_records import EntryTable, scan, verify_crcs
 from tests.conftest import keyed_table, read_all
 
@@ -55,7 +54,7 @@ def test_patient_topic(broker_log_dir: Path) -> None:
     assert table.column("key").null_count == 3
     assert all(b'"resourceType"' in v for v in table.column("value").to_pylist())
     entries = _entries(broker_log_dir, "TestTopicPatient", 0)
-    assert entries.column(k.E_PRODUCER_ID).tolist() == [1, 2, 3]
+    assert entries.producer_ids.tolist() == [1, 2, 3]
     assert log.offset_for_timestamp(1769793423115) == (1, 1769793423115)
     assert log.offset_for_timestamp(1769793423116) == (2, 1769793578165)
     assert log.offset_for_timestamp(1769793578166) is None
@@ -68,7 +67,7 @@ def test_consumer_offsets_partition(broker_log_dir: Path) -> None:
     stamps = table.column("timestamp").cast(pa.int64()).to_pylist()
     assert (stamps[0], stamps[-1]) == (1769791662955, 1769793578176)
     entries = _entries(broker_log_dir, "__consumer_offsets", 6)
-    assert (entries.column(k.E_PRODUCER_ID) == -1).all()
+    assert (entries.producer_ids == -1).all()
     # OffsetCommit key v1 / value v3 for group DEVSmileCDR (reference §5).
     topic = b"batch2.work.notification.SHR_PROD.persistence"
     key = struct.pack(">hh", 1, 11) + b"DEVSmileCDR" + struct.pack(">h", len(topic)) + topic + struct.pack(">i", 0)
@@ -88,12 +87,12 @@ def test_consumer_offsets_partition(broker_log_dir: Path) -> None:
 def test_cluster_metadata_partition(broker_log_dir: Path) -> None:
     entries = _entries(broker_log_dir, "__cluster_metadata", 0)
     assert len(entries) == 4814
-    assert int(entries.column(k.E_RECORDS_COUNT).sum()) == 4929
+    assert int(entries.record_counts.sum()) == 4929
     assert int(entries.last_offsets[-1]) == 4928
     log = LogDirectory(broker_log_dir).partition("__cluster_metadata", 0)
     assert log.log_end_offset == 4929
     offsets = read_all(log).column("offset").to_numpy()
-    control_records = int(entries.column(k.E_RECORDS_COUNT)[entries.is_control].sum())
+    control_records = int(entries.record_counts[entries.is_control].sum())
     assert len(offsets) == 4929 - control_records, "control records are not user records"
     assert np.all(np.diff(offsets) > 0) and offsets[-1] == 4928
 

@@ -35,7 +35,6 @@ from pysparklog.storage.cleaner import (
     run_cleaner,
 )
 from pysparklog.storage.io import PosixStorage
-from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import HEADER_TYPE, encode_control_batch
 from pysparklog.storage.records.default_records import (
     DELETE_HORIZON_FLAG_MASK,
@@ -377,7 +376,7 @@ def test_tombstones_get_a_horizon_then_go_after_delete_retention_ms(tmp_path: Pa
     batch = entries(log, 0)
     horizon_batches = np.flatnonzero(batch.attributes & DELETE_HORIZON_FLAG_MASK)
     assert horizon_batches.tolist() == [len(batch) - 1], "only the tombstone's batch gets a horizon"
-    assert int(batch.column(k.E_BASE_TIMESTAMP)[-1]) == NOW + delete_retention
+    assert int(batch.base_timestamps[-1]) == NOW + delete_retention
 
     # Before the horizon a later round keeps the tombstone, and its horizon.
     append(log, table([b"c"], ts=T0 + 20))
@@ -385,7 +384,7 @@ def test_tombstones_get_a_horizon_then_go_after_delete_retention_ms(tmp_path: Pa
     clean(log, NOW + delete_retention - 1)
     assert [r.key for r in read(log)] == [b"b", b"a", b"c"]
     tombstone_batch = entries(log, 0)
-    assert int(tombstone_batch.column(k.E_BASE_TIMESTAMP)[1]) == NOW + delete_retention, "the horizon is set once"
+    assert int(tombstone_batch.base_timestamps[1]) == NOW + delete_retention, "the horizon is set once"
 
     # At the horizon it goes.
     append(log, table([b"d"], ts=T0 + 30))
@@ -403,7 +402,7 @@ def test_rewritten_batches_keep_their_base_and_last_offsets(tmp_path: Path) -> N
     batches = entries(log, 0)
     assert batches.base_offsets.tolist() == [0, 5]
     assert batches.last_offsets.tolist() == [4, 7], "lastOffsetDelta is kept even though records went"
-    assert batches.column(k.E_RECORDS_COUNT).tolist() == [2, 3]
+    assert batches.record_counts.tolist() == [2, 3]
     assert [r.offset for r in read(log)] == [1, 3, 5, 6, 7]
 
 
@@ -454,7 +453,7 @@ def test_keyless_records_go_but_the_batch_ending_the_round_stays_empty(tmp_path:
     batches = entries(log, 0)
     assert batches.base_offsets.tolist() == [0, 2]
     assert batches.last_offsets.tolist() == [1, 3], "the round's last batch keeps its offsets, without records"
-    assert batches.column(k.E_RECORDS_COUNT).tolist() == [1, 0]
+    assert batches.record_counts.tolist() == [1, 0]
     assert [r.offset for r in read(log)] == [1]
 
 
@@ -469,16 +468,16 @@ def test_producer_fields_are_kept_and_an_active_producers_last_batch_stays_empty
     batches = entries(log, 0)
     assert batches.base_offsets.tolist() == [0, 3, 4]
     assert batches.last_offsets.tolist() == [2, 3, 5]
-    assert batches.column(k.E_RECORDS_COUNT).tolist() == [2, 0, 2], "producer 9's last batch is kept, empty"
-    assert batches.column(k.E_PRODUCER_ID).tolist() == [7, 9, -1]
-    assert batches.column(k.E_PRODUCER_EPOCH).tolist() == [3, 1, -1]
-    assert batches.column(k.E_BASE_SEQUENCE).tolist() == [100, 5, -1]
+    assert batches.record_counts.tolist() == [2, 0, 2], "producer 9's last batch is kept, empty"
+    assert batches.producer_ids.tolist() == [7, 9, -1]
+    assert batches.producer_epochs.tolist() == [3, 1, -1]
+    assert batches.base_sequences.tolist() == [100, 5, -1]
     assert [r.key for r in read(log)] == [b"b", b"c", b"a", b"x"]
     # Once producer 9 has expired its empty batch goes too.
     append(log, table([b"z"], ts=NOW))
     log.roll()
     clean(log, NOW + PRODUCER_ID_EXPIRATION_MS)
-    assert 9 not in entries(log, 0).column(k.E_PRODUCER_ID).tolist()
+    assert 9 not in entries(log, 0).producer_ids.tolist()
 
 
 def test_headers_survive(tmp_path: Path) -> None:
@@ -491,7 +490,7 @@ def test_headers_survive(tmp_path: Path) -> None:
     survivors = read(log)
     assert survivors[:2] == [model[0], model[2]]
     assert survivors[0].headers == (("trace", b"1"), ("none", None))
-    assert entries(log, 0).column(k.E_RECORDS_COUNT)[0] == 2, "the batch was rewritten"
+    assert entries(log, 0).record_counts[0] == 2, "the batch was rewritten"
 
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD])
@@ -502,7 +501,7 @@ def test_codec_is_kept(tmp_path: Path, codec: Codec) -> None:
     log.roll()
     clean(log)
     batches = entries(log, 0)
-    assert len(batches) == 1 and batches.column(k.E_RECORDS_COUNT).tolist() == [7]
+    assert len(batches) == 1 and batches.record_counts.tolist() == [7]
     assert (batches.attributes & 0x07).tolist() == [int(codec)]
     assert read(log) == model[-7:]
 
@@ -565,7 +564,7 @@ def test_aborted_transactions_go_and_markers_stay_until_their_data_is_gone(tmp_p
     log.roll()
     clean(log, NOW + 1000)
     batches = entries(log, 0)
-    assert batches.is_control.sum() == 1 and int(batches.column(k.E_PRODUCER_ID)[batches.is_control][0]) == 6
+    assert batches.is_control.sum() == 1 and int(batches.producer_ids[batches.is_control][0]) == 6
 
 
 def test_an_open_transaction_stops_cleaning_at_the_last_stable_offset(tmp_path: Path) -> None:
@@ -715,8 +714,8 @@ def test_kafka_dump_log_segments_accepts_cleaned_segments(kafka_dump_log: DumpLo
     cleaned = log.segments()[:-1]
     assert len(cleaned) < before - 1, "segments were grouped"
     batches = entries(log)
-    assert (batches.attributes & DELETE_HORIZON_FLAG_MASK).any() and (batches.column(k.E_RECORDS_COUNT) == 0).any()
-    assert ((batches.codecs == Codec.ZSTD) & (batches.column(k.E_RECORDS_COUNT) == 9)).any()
+    assert (batches.attributes & DELETE_HORIZON_FLAG_MASK).any() and (batches.record_counts == 0).any()
+    assert ((batches.codecs == Codec.ZSTD) & (batches.record_counts == 9)).any()
     expected = [r.offset for r in read(log)]
     dumped: list[int] = []
     copies = tmp_path / "copies"
