@@ -69,15 +69,8 @@ from pysparklog.storage.records.default_records import (
 )
 from pysparklog.storage.records.legacy_records import entry_timestamp_type, read_legacy_entry
 from pysparklog.storage.records.memory_records import entry_crc_error
-from pysparklog.storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    Chunk,
-    LogSegment,
-    parse_segment_name,
-)
+from pysparklog.storage.segment import LOG_SUFFIX, Chunk, LogSegment, parse_segment_name
+from pysparklog.storage.segment_indexes import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 
 RECORD_INDENT = "|"
 #: Sequence numbers are Java ints that wrap from Int.MaxValue to 0.

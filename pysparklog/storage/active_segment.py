@@ -54,10 +54,10 @@ class ActiveSegment:
     @classmethod
     def from_files(cls, state: LogState, segment: LogSegment, config: LogConfig) -> ActiveSegment:
         """The active segment of ``state``, read from its files."""
-        index = segment.offset_index()
-        time_index = segment.time_index()
+        index = segment.indexes.offset_index()
+        time_index = segment.indexes.time_index()
         required = 0 <= state.txn_indexes_from <= state.active_base
-        txn_index = segment.checked_transaction_index(required=required, end_offset=None)
+        txn_index = segment.indexes.checked_transaction_index(required=required, end_offset=None)
         first_ts = -1
         if state.active_size > 0:
             first = next(segment.chunks(0, state.active_size, max_bytes=4096, verify_crc=False), None)
@@ -163,14 +163,14 @@ class ActiveSegment:
         segment = self.segment
         if self.pending_index:
             offsets, positions = zip(*self.pending_index, strict=True)
-            segment.append_index_entries(offsets, positions)
+            segment.indexes.append_offsets(offsets, positions)
             self.pending_index.clear()
         if self.pending_time_index:
             stamps, offsets = zip(*self.pending_time_index, strict=True)
-            segment.append_time_index_entries(stamps, offsets)
+            segment.indexes.append_times(stamps, offsets)
             self.pending_time_index.clear()
         if self.pending_txn_index:
-            segment.append_txn_index(self.pending_txn_index)
+            segment.indexes.append_aborted(self.pending_txn_index)
             self.txn_index_entries += len(self.pending_txn_index)
             self.pending_txn_index.clear()
 

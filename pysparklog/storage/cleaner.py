@@ -73,7 +73,8 @@ from pysparklog.storage.records.default_records import (
 )
 from pysparklog.storage.records.memory_records import EntryTable
 from pysparklog.storage.retention import RetentionResult, run_retention
-from pysparklog.storage.segment import CLEANED_SUFFIX, Chunk, IndexBuild, LogSegment
+from pysparklog.storage.segment import CLEANED_SUFFIX, Chunk, LogSegment
+from pysparklog.storage.segment_indexes import IndexBuild
 from pysparklog.storage.topics import Progress
 from pysparklog.storage.transaction_index import AbortedTxn, entries_of
 
@@ -651,8 +652,8 @@ class _CleanedSegment:
             segment.append(0, b"")  # an empty cleaned segment is a file too
         self._build.maybe_append_time_entry()
         segment.flush()
-        segment.write_indexes(self._build)
-        segment.write_txn_index(aborted)
+        segment.indexes.write(self._build)
+        segment.indexes.write_aborted(aborted)
         segment.storage.set_modified(segment.log_path, last_modified_ms)
 
     def discard(self) -> None:

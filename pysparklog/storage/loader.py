@@ -21,7 +21,7 @@ from pysparklog.storage.log_dir_checkpoints import LogDirCheckpoints
 from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.log_state import UNKNOWN_TXN_INDEXES_FROM, LogState
 from pysparklog.storage.producer_state import OpenTransactions, ProducerEntry, ProducerStateTracker, replay_segment
-from pysparklog.storage.segment import IndexBuild
+from pysparklog.storage.segment_indexes import IndexBuild
 from pysparklog.storage.validator import PARTITION_LEADER_EPOCH
 
 
@@ -97,8 +97,8 @@ class LogLoader:
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             build, valid = segment.rebuild_indexes(size, config.index_interval_bytes, next_base)
             build.maybe_append_time_entry()
-            segment.write_indexes(build)
-            segment.write_txn_index(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns))
+            segment.indexes.write(build)
+            segment.indexes.write_aborted(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns))
             if build.offsets or valid:
                 end_offset = segment.end_offset(valid)
             else:

@@ -120,7 +120,7 @@ def find_offset_for_timestamp(segments: LogSegments, view: LogView, timestamp: i
         end = view.end_of(base, seg)
         largest = seg.largest_timestamp(end, view.offsets_below(base))[0]
         if largest < 0:
-            if len(seg.time_index()):
+            if len(seg.indexes.time_index()):
                 continue  # the records its time index describes are gone: damage, not an emptied segment
             largest = seg.modified_ms()
         if largest >= timestamp:
@@ -147,7 +147,7 @@ def checked_txn_index(segments: LogSegments, view: LogView, i: int) -> Transacti
     base = view.segment_bases[i]
     required = 0 <= view.txn_indexes_from <= base
     end_offset = view.segment_bases[i + 1] if i + 1 < len(view.segment_bases) else None
-    return segments.get(base).checked_transaction_index(required=required, end_offset=end_offset)
+    return segments.get(base).indexes.checked_transaction_index(required=required, end_offset=end_offset)
 
 
 def aborted_in(segments: LogSegments, view: LogView, start: int, upper: int) -> tuple[list[AbortedTxn], list[int]]:
@@ -190,4 +190,4 @@ def rebuild_txn_indexes(
         state = producers.load(segment_bases, segment_bases[-1], view.active_size, base)
         open_txns = OpenTransactions.of(state)
         end = view.end_of(base, segment)
-        segment.write_txn_index(replay_segment(state, segment, 0, end, 0, LONG_MAX, open_txns))
+        segment.indexes.write_aborted(replay_segment(state, segment, 0, end, 0, LONG_MAX, open_txns))

@@ -15,30 +15,25 @@ from __future__ import annotations
 import bisect
 import errno
 import os
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
 from pysparklog.errors import CorruptRecordError
-from pysparklog.storage.index import (
-    OFFSET_INDEX_ENTRY_SIZE,
-    TIME_INDEX_ENTRY_SIZE,
-    TXN_INDEX_ENTRY_SIZE,
-    OffsetIndex,
-    TimeIndex,
-    TransactionIndex,
-)
-from pysparklog.storage.io import FileStat, Storage, read_if_exists, storage_for
+from pysparklog.storage.io import FileStat, Storage, storage_for
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.default_records import LOG_OVERHEAD, MAGIC_V2
 from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, pool_empty, scan, verify_crcs
-from pysparklog.storage.transaction_index import AbortedTxn, encode_aborted
+from pysparklog.storage.segment_indexes import (
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    IndexBuild,
+    SegmentIndexes,
+)
 
 LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -110,37 +105,6 @@ class Chunk:
     entries: EntryTable
 
 
-@dataclass(slots=True)
-class IndexBuild:
-    """Index entries derived from a walk over a segment with Kafka's ``index.interval.bytes`` rule."""
-
-    base_offset: int
-    interval: int
-    offsets: list[int] = field(default_factory=list)
-    positions: list[int] = field(default_factory=list)
-    time_stamps: list[int] = field(default_factory=list)
-    time_offsets: list[int] = field(default_factory=list)
-    max_timestamp: int = -1
-    offset_of_max_timestamp: int = -1
-    last_entry_position: int = 0
-
-    def add(self, position: int, last_offset: int, max_timestamp: int) -> None:
-        """Account for the entry at ``position`` exactly as ``LogSegment.append`` does per batch."""
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp = max_timestamp
-            self.offset_of_max_timestamp = last_offset
-        if position - self.last_entry_position > self.interval:
-            self.offsets.append(last_offset)
-            self.positions.append(position)
-            self.maybe_append_time_entry()
-            self.last_entry_position = position
-
-    def maybe_append_time_entry(self) -> None:
-        if self.max_timestamp > (self.time_stamps[-1] if self.time_stamps else -1):
-            self.time_stamps.append(self.max_timestamp)
-            self.time_offsets.append(self.offset_of_max_timestamp)
-
-
 class LogSegment:
     """The files of one segment.
 
@@ -160,14 +124,10 @@ class LogSegment:
         self.file_suffix = file_suffix
         prefix = f"{directory}/{filename_prefix(base_offset)}"
         self.log_path = prefix + LOG_SUFFIX + file_suffix
-        self.index_path = prefix + INDEX_SUFFIX + file_suffix
-        self.time_index_path = prefix + TIME_INDEX_SUFFIX + file_suffix
-        self.txn_index_path = prefix + TXN_INDEX_SUFFIX + file_suffix
-        self._index_cache: tuple[tuple[int, str], OffsetIndex] | None = None
-        self._time_index_cache: tuple[tuple[int, str], TimeIndex] | None = None
-        self._txn_index_cache: tuple[tuple[int, str], TransactionIndex | None] | None = None
-        self._index_check: tuple[OffsetIndex, int, bool] | None = None  # (index, end, consistent)
-        self._time_index_check: tuple[TimeIndex, bool] | None = None  # (index, consistent)
+        self.indexes = SegmentIndexes(self.storage, prefix, base_offset, file_suffix)
+        self.index_path = self.indexes.offset_path
+        self.time_index_path = self.indexes.time_path
+        self.txn_index_path = self.indexes.txn_path
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path!r})"
@@ -204,64 +164,6 @@ class LogSegment:
         stat = self.storage.stat(path)
         return stat.size if stat is not None else None
 
-    # -- indexes ------------------------------------------------------------------------------
-
-    def _stamp(self, path: str) -> tuple[int, str]:
-        stat = self.storage.stat(path)
-        return (-1, "") if stat is None else (stat.size, stat.version)
-
-    def offset_index(self) -> OffsetIndex:
-        stamp = self._stamp(self.index_path)
-        if self._index_cache is None or self._index_cache[0] != stamp:
-            data = read_if_exists(self.storage, self.index_path)
-            self._index_cache = (stamp, OffsetIndex.parse(data, self.base_offset))
-        return self._index_cache[1]
-
-    def time_index(self) -> TimeIndex:
-        stamp = self._stamp(self.time_index_path)
-        if self._time_index_cache is None or self._time_index_cache[0] != stamp:
-            data = read_if_exists(self.storage, self.time_index_path)
-            self._time_index_cache = (stamp, TimeIndex.parse(data, self.base_offset))
-        return self._time_index_cache[1]
-
-    def transaction_index(self) -> TransactionIndex:
-        """The aborted transactions of the ``.txnindex`` (none when the segment has no file; a partial last
-        entry is ignored, as in Kafka).
-
-        Raises:
-            CorruptRecordError: An entry of an unknown version.
-        """
-        index = self._loaded_transaction_index()[1]
-        return index if index is not None else self._parsed_transaction_index()
-
-    def _parsed_transaction_index(self) -> TransactionIndex:
-        return TransactionIndex.parse(read_if_exists(self.storage, self.txn_index_path), self.txn_index_path)
-
-    def checked_transaction_index(self, *, required: bool, end_offset: int | None) -> TransactionIndex | None:
-        """The ``.txnindex`` entries, or None when the file must be rebuilt from the log before a
-        read_committed answer may use it: missing although ``required`` (the segment was created with
-        one), ending in a partial entry, or holding entries that are not this segment's ABORT markers in
-        log order (``TransactionIndex.is_consistent``; ``end_offset``: one past the segment's last
-        offset, None for the active segment, whose file may hold entries of a marker not acknowledged).
-        """
-        stamp, index = self._loaded_transaction_index()
-        if stamp[0] < 0:
-            return None if required else index
-        if index is None or stamp[0] % TXN_INDEX_ENTRY_SIZE:
-            return None
-        return index if index.is_consistent(self.base_offset, end_offset) else None
-
-    def _loaded_transaction_index(self) -> tuple[tuple[int, str], TransactionIndex | None]:
-        """The file's (size, mtime) and its entries, None for entries of an unknown version; cached."""
-        stamp = self._stamp(self.txn_index_path)
-        if self._txn_index_cache is None or self._txn_index_cache[0] != stamp:
-            try:
-                index: TransactionIndex | None = self._parsed_transaction_index()
-            except CorruptRecordError:
-                index = None
-            self._txn_index_cache = (stamp, index)
-        return self._txn_index_cache
-
     # -- writing ------------------------------------------------------------------------------
 
     def create(self) -> None:
@@ -273,18 +175,6 @@ class LogSegment:
     def append(self, position: int, data: bytes | memoryview) -> None:
         """Write batches at ``position`` of the ``.log`` (the acknowledged end); a partial write is undone."""
         self.storage.write_at(self.log_path, position, data)
-
-    def append_index_entries(self, offsets: Sequence[int], positions: Sequence[int]) -> None:
-        """Add entries at the end of the ``.index``; they follow the batches they point at."""
-        self.storage.append(self.index_path, OffsetIndex.encode(self.base_offset, list(offsets), list(positions)))
-
-    def append_time_index_entries(self, timestamps: Sequence[int], offsets: Sequence[int]) -> None:
-        """Add entries at the end of the ``.timeindex``."""
-        self.storage.append(self.time_index_path, TimeIndex.encode(self.base_offset, list(timestamps), list(offsets)))
-
-    def append_txn_index(self, txns: list[AbortedTxn]) -> None:
-        """Add entries at the end of the ``.txnindex``, creating it with the first (as Kafka does)."""
-        self.storage.append(self.txn_index_path, encode_aborted(txns))
 
     def truncate(self, size: int) -> None:
         """Cut the ``.log`` to ``size`` bytes (recovery drops a torn or invalid tail)."""
@@ -317,34 +207,6 @@ class LogSegment:
         for path in (self.log_path, *self.paths[:-1]):
             self.storage.delete(path)
 
-    def _usable_offset_index(self, end: int) -> OffsetIndex | None:
-        """The offset index when its file holds whole entries that pass Kafka's sanity rules for a log
-        of ``end`` bytes; None when it does not (readers then scan from the segment's start).
-
-        The check passes over the whole index, which would cost a random lookup more than the
-        rest of it: it runs once per loaded index and ``end``. An entry found wrong where it is used
-        (``_chunks_from_index``) marks the index unusable the same way.
-        """
-        index = self.offset_index()
-        check = self._index_check
-        if check is None or check[0] is not index or check[1] != end:
-            whole = self._index_cache is not None and self._index_cache[0][0] % OFFSET_INDEX_ENTRY_SIZE == 0
-            check = self._index_check = (index, end, whole and index.is_consistent(end))
-        return index if check[2] else None
-
-    def _usable_time_index(self) -> TimeIndex | None:
-        """The time index when its file holds whole entries with increasing timestamps and offsets from
-        the base on; None when it does not (readers then scan the segment). The check runs once per
-        loaded index. Whether the entry a scan starts from tells the truth about the log is checked as
-        the scan passes it (``_scan_by_time``)."""
-        index = self.time_index()
-        check = self._time_index_check
-        if check is None or check[0] is not index:
-            assert self._time_index_cache is not None
-            whole = self._time_index_cache[0][0] % TIME_INDEX_ENTRY_SIZE == 0
-            check = self._time_index_check = (index, whole and index.is_consistent())
-        return index if check[1] else None
-
     def _chunks_from_index(
         self,
         offset: int,
@@ -360,7 +222,7 @@ class LogSegment:
         offset. When it is not (a damaged index: a position inside a batch, an offset of another
         segment), the index is marked unusable and the walk starts from the segment's start.
         """
-        index = self._usable_offset_index(end)
+        index = self.indexes.usable_offset_index(end)
         indexed, position = index.lookup(offset) if index is not None else (self.base_offset, 0)
         chunks = self.chunks(position, end, max_bytes=max_bytes, verify_crc=verify_crc, offsets_below=offsets_below)
         if position > 0:
@@ -371,7 +233,7 @@ class LogSegment:
             if first is not None and _holds(first.entries, 0, indexed):
                 yield first
             else:
-                self._index_check = (index, end, False) if index is not None else None
+                self.indexes.distrust_offset_index(end)
                 chunks = self.chunks(0, end, max_bytes=max_bytes, verify_crc=verify_crc, offsets_below=offsets_below)
         yield from chunks
 
@@ -505,7 +367,7 @@ class LogSegment:
 
     def _time_entry(self, timestamp: int) -> tuple[int, int]:
         """The time-index entry with the largest timestamp up to ``timestamp`` ((-1, base) without one)."""
-        index = self._usable_time_index()
+        index = self.indexes.usable_time_index()
         return index.lookup(timestamp) if index is not None else (-1, self.base_offset)
 
     def _scan_by_time(
@@ -608,28 +470,6 @@ class LogSegment:
                 break
         return build, valid
 
-    def write_indexes(self, build: IndexBuild) -> None:
-        """Replace both index files with the entries of ``build`` (atomically, for concurrent readers)."""
-        self.storage.put(self.index_path, OffsetIndex.encode(self.base_offset, build.offsets, build.positions))
-        self.storage.put(
-            self.time_index_path, TimeIndex.encode(self.base_offset, build.time_stamps, build.time_offsets)
-        )
-
-    def write_txn_index(self, txns: list[AbortedTxn]) -> None:
-        """Replace the ``.txnindex`` with ``txns`` (atomically); without entries the file is empty, as
-        Kafka's ``TransactionIndex.reset`` leaves it."""
-        self.storage.put(self.txn_index_path, encode_aborted(txns))
-
     def indexes_intact(self, *, txn_index_required: bool = False) -> bool:
-        """Both index files exist, hold whole entries and pass Kafka's sanity rules, and so does the
-        ``.txnindex`` (``checked_transaction_index``; it must exist when ``txn_index_required``)."""
-        for path, entry_size in (
-            (self.index_path, OFFSET_INDEX_ENTRY_SIZE),
-            (self.time_index_path, TIME_INDEX_ENTRY_SIZE),
-        ):
-            size = self.file_size(path)
-            if size is None or size % entry_size:
-                return False
-        if self.checked_transaction_index(required=txn_index_required, end_offset=None) is None:
-            return False
-        return self.offset_index().is_consistent(self.size()) and self.time_index().is_consistent()
+        """Whether the segment's indexes can be trusted for its ``.log`` as it is (``SegmentIndexes.intact``)."""
+        return self.indexes.intact(self.size(), txn_index_required=txn_index_required)

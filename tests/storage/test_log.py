@@ -117,7 +117,7 @@ def test_roll_when_the_offset_index_is_full(tmp_path: Path) -> None:
     segments = log.segments()
     assert len(segments) > 1
     for segment in segments:
-        assert len(segment.offset_index()) <= 3
+        assert len(segment.indexes.offset_index()) <= 3
     assert read_all(log).column("offset").to_pylist() == list(range(12))
 
 
@@ -135,7 +135,7 @@ def test_sparse_index_follows_kafkas_interval_rule(tmp_path: Path) -> None:
             expected_offsets.append(last)
             expected_positions.append(pos)
             last_entry = pos
-    index = segment.offset_index()
+    index = segment.indexes.offset_index()
     assert index.offsets.tolist() == expected_offsets
     assert index.positions.tolist() == expected_positions
     assert len(expected_offsets) >= 5
@@ -144,7 +144,7 @@ def test_sparse_index_follows_kafkas_interval_rule(tmp_path: Path) -> None:
 def test_every_offset_is_found_at_and_between_index_entries(tmp_path: Path) -> None:
     log = LogDirectory(tmp_path, LogConfig(index_interval_bytes=500)).partition("t", 0)
     log.append_arrow(keyed_table(600), BatchSettings(max_batch_bytes=700))
-    index = log.segments()[0].offset_index()
+    index = log.segments()[0].indexes.offset_index()
     assert len(index) > 10
     for offset in range(600):
         table = read_all(log, offset, offset + 1)
@@ -230,7 +230,7 @@ def test_special_timestamps(tmp_path: Path) -> None:
 def test_time_index_is_monotonic_and_consistent(tmp_path: Path) -> None:
     log, _ = _random_timestamps_log(tmp_path)
     for segment in log.segments()[:-1]:
-        index = segment.time_index()
+        index = segment.indexes.time_index()
         assert len(index) >= 1
         assert np.all(np.diff(index.timestamps) > 0)
         # The final entry written on roll is the segment's largest timestamp.

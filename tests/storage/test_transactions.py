@@ -69,7 +69,7 @@ def offsets(log: PartitionLog, *args: int | None, committed: bool = False) -> li
 
 
 def txn_index(log: PartitionLog, base: int) -> list[AbortedTxn]:
-    index = log.segment(base).transaction_index()
+    index = log.segment(base).indexes.transaction_index()
     rows = zip(index.producer_ids, index.first_offsets, index.last_offsets, index.last_stable_offsets, strict=True)
     return [AbortedTxn(*(int(v) for v in row)) for row in rows]
 
