@@ -59,6 +59,7 @@ from pysparklog.storage.io import LOG_DIR_LOCK, Storage
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.log_reads import SegmentInfo
+from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.offset_map import OffsetMap, key_hashes
 from pysparklog.storage.producer_state import ProducerStateTracker
 from pysparklog.storage.records import kernels as k
@@ -712,7 +713,7 @@ def _active_producers(log: PartitionLog, segments: list[SegmentInfo], now: int) 
     """(ids, last data offsets) of the producers not expired at the log end (``producer.id.expiration.ms``;
     a producer with an open transaction never expires), sorted by id."""
     active = segments[-1]
-    entries = ProducerStateTracker(log.storage, log.directory).state_at(
+    entries = ProducerStateTracker(LogSegments(log.storage, log.directory)).state_at(
         [s.base_offset for s in segments], active.base_offset, active.size, active.next_base
     )
     live = [

@@ -132,7 +132,7 @@ class PartitionLog:
         self._lock = self.storage.lock(f"{self.directory}/{STATE_FILE}")
         self._segments = LogSegments(self.storage, self.directory)
         self._checkpoints = LogDirCheckpoints(self.storage, self.checkpoint_dir)
-        self._producers = ProducerStateTracker(self.storage, self.directory)
+        self._producers = ProducerStateTracker(self._segments)
         self._writer = LogWriter(LogLoader(self._segments, self._producers, self._checkpoints, self._topic_partition))
         # The first unstable offset derived for a view whose state record does not hold it.
         self._derived_unstable: tuple[tuple[tuple[int, ...], int, int], int] | None = None

@@ -29,7 +29,8 @@ import crc32c as _crc32c
 import numpy as np
 
 from pysparklog.errors import CorruptRecordError, OutOfOrderSequenceError, ProducerFencedError
-from pysparklog.storage.io import Storage, read_if_exists
+from pysparklog.storage.io import read_if_exists
+from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.default_records import (
     CONTROL_FLAG_MASK,
@@ -410,20 +411,19 @@ class ProducerStateTracker:
     the state is replayed from the files when a snapshot is due or an idempotent append needs it.
 
     Args:
-        storage: The log directory's storage.
-        directory: The partition directory, a path of ``storage``.
+        segments: The partition's segments, whose directory holds the ``.snapshot`` files too.
     """
 
-    def __init__(self, storage: Storage, directory: str) -> None:
-        self.storage = storage
-        self.directory = directory
+    def __init__(self, segments: LogSegments) -> None:
+        self.segments = segments
+        self.storage = segments.storage
 
     def snapshot_offsets(self) -> list[int]:
-        names = self.storage.list(self.directory)
+        names = self.segments.names()
         return sorted(o for o in (parse_segment_name(n, SNAPSHOT_SUFFIX) for n in names) if o is not None)
 
     def snapshot_path(self, offset: int) -> str:
-        return f"{self.directory}/{filename_prefix(offset)}{SNAPSHOT_SUFFIX}"
+        return self.segments.path(filename_prefix(offset) + SNAPSHOT_SUFFIX)
 
     def remove_snapshots(self, offsets: Iterable[int]) -> None:
         """Remove the snapshots at ``offsets`` (another process removing one too is no error)."""
@@ -465,7 +465,7 @@ class ProducerStateTracker:
         for base, next_base in zip(bases, [*bases[1:], None][: len(bases)], strict=True):
             if base >= offset or (next_base is not None and next_base <= start):
                 continue
-            segment = LogSegment(self.directory, base, storage=self.storage)
+            segment = self.segments.get(base)
             end = active_size if base == active_base else segment.size()
             replay_segment(producers, segment, 0, end, start, offset)
         return producers, start
