@@ -1,7 +1,10 @@
 """The storage seam: the one way the engine reaches the bytes of a log directory.
 
-``Storage`` (``base``) is the contract; ``PosixStorage`` (``posix``) the filesystem backend.
-``storage_for(location)`` picks the backend for a log directory's location.
+``Storage`` (``base``) is the contract; ``PosixStorage`` (``posix``) the filesystem backend and
+``ObjectStorage`` (``object_store``, imported only where used: it loads obstore) the object-store one.
+``storage_for(location)`` picks the backend for a log directory's location; it refuses object-store URLs
+until the engine's commit protocol for them (docs/object-storage.md) is built, as a log directory there
+needs it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The storage seam's contract (``pysparklog.storage.io.base``), checked on every backend.
 
-Each test takes a ``storage`` fixture; a backend joins the suite by adding itself to ``BACKENDS``.
+Each test takes a ``storage`` fixture; a backend joins the suite by adding itself to ``BACKENDS``
+(a function of a fresh local directory and of a root name no other test uses). The object-store
+backend runs against a real S3-compatible server process (``conftest.s3_endpoint``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,33 @@ import pytest
 
 from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
 from pysparklog.storage.io import PosixStorage, PutMode, Storage, read_if_exists, storage_for
+from pysparklog.storage.io.object_store import ObjectStorage
+from tests.storage.io.conftest import BUCKET
 
-BACKENDS: dict[str, Callable[[Path], Storage]] = {"posix": PosixStorage}
+BACKENDS: dict[str, Callable[[str], Storage]] = {
+    "posix": PosixStorage,
+    "s3": lambda root: ObjectStorage(f"s3://{BUCKET}/{root.strip('/')}"),
+}
+#: The backends that need the S3 server running.
+_ON_S3 = {"s3"}
+
+
+def _root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A root of its own for the test: a local directory, or the same path as a prefix of the bucket."""
+    if request.param in _ON_S3:
+        request.getfixturevalue("s3_endpoint")
+    return str(tmp_path / "logs")
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    return BACKENDS[request.param](tmp_path / "logs")
+    return BACKENDS[request.param](_root(request, tmp_path))
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """A backend's name and a root, for tests whose other processes open the storage themselves."""
+    return request.param, _root(request, tmp_path)
 
 
 def test_a_backend_satisfies_the_protocol(storage: Storage) -> None:
@@ -87,8 +109,8 @@ def test_replace_if_version(storage: Storage) -> None:
     assert not [name for name in storage.list(storage.join()) if ".tmp." in name]
 
 
-def _conditional_writer(root: str, version: str, name: str, wins: multiprocessing.Queue[str]) -> None:
-    storage = PosixStorage(root)
+def _conditional_writer(backend: str, root: str, version: str, name: str, wins: multiprocessing.Queue[str]) -> None:
+    storage = BACKENDS[backend](root)
     try:
         storage.put(storage.join("head"), name.encode(), expected_version=version)
         wins.put(name)
@@ -96,13 +118,15 @@ def _conditional_writer(root: str, version: str, name: str, wins: multiprocessin
         pass
 
 
-def test_exactly_one_of_many_processes_wins_a_version(tmp_path: Path) -> None:
-    storage = PosixStorage(tmp_path)
+def test_exactly_one_of_many_processes_wins_a_version(backend_and_root: tuple[str, str]) -> None:
+    backend, root = backend_and_root
+    storage = BACKENDS[backend](root)
     version = storage.put(storage.join("head"), b"start").version
-    wins: multiprocessing.Queue[str] = multiprocessing.Queue()
+    # Spawned, not forked: a forked child inherits obstore's runtime without its threads.
+    context = multiprocessing.get_context("spawn")
+    wins: multiprocessing.Queue[str] = context.Queue()
     writers = [
-        multiprocessing.Process(target=_conditional_writer, args=(str(tmp_path), version, f"w{i}", wins))
-        for i in range(8)
+        context.Process(target=_conditional_writer, args=(backend, root, version, f"w{i}", wins)) for i in range(8)
     ]
     for writer in writers:
         writer.start()
@@ -135,8 +159,10 @@ def test_in_place_writes(storage: Storage) -> None:
 
 def test_rename_delete_and_trees(storage: Storage) -> None:
     storage.put(storage.join("t-0", "a.log"), b"1")
+    storage.put(storage.join("t-0", "kept"), b"")  # an object store has no empty directories
     storage.rename(storage.join("t-0", "a.log"), storage.join("t-0", "a.log.deleted"))
-    assert storage.list(storage.join("t-0")) == ["a.log.deleted"]
+    assert storage.list(storage.join("t-0")) == ["a.log.deleted", "kept"]
+    assert storage.read(storage.join("t-0", "a.log.deleted")) == b"1"
     with pytest.raises(FileNotFoundError):
         storage.rename(storage.join("t-0", "a.log"), storage.join("t-0", "b.log"))
     assert storage.delete(storage.join("t-0", "a.log.deleted"))
@@ -196,3 +222,26 @@ def test_storage_for_a_path_or_file_url(tmp_path: Path) -> None:
     assert storage_for(f"file://{tmp_path}").root == str(tmp_path)
     storage = PosixStorage(tmp_path)
     assert storage_for(storage) is storage
+
+
+def test_an_object_store_has_no_in_place_writes_or_locks(s3_endpoint: str) -> None:
+    storage = BACKENDS["s3"]("no-in-place")
+    path = storage.join("t-0", "00000000000000000000.log")
+    storage.put(path, b"batch")
+    refused: list[tuple[str, Callable[[], object]]] = [
+        ("write_at", lambda: storage.write_at(path, 5, b"more")),
+        ("append", lambda: storage.append(path, b"more")),
+        ("truncate", lambda: storage.truncate(path, 1)),
+        ("set_modified", lambda: storage.set_modified(path, 0)),
+        ("lock", lambda: storage.lock(path)),
+    ]
+    for operation, call in refused:
+        with pytest.raises(NotImplementedError, match=f"{operation} on s3://.*cannot change in place"):
+            call()
+    assert storage.read(path) == b"batch", "a refused operation changes nothing"
+
+
+def test_an_object_store_path_must_be_below_its_root(s3_endpoint: str) -> None:
+    storage = BACKENDS["s3"]("below")
+    with pytest.raises(InvalidLogDirectoryError, match="is not below the log directory"):
+        storage.read(f"s3://{BUCKET}/elsewhere/file")

@@ -1,0 +1,189 @@
+"""The object-store backend of the storage seam: ``s3://`` (any S3-compatible store), ``gs://``,
+``az://`` / ``abfss://``, through obstore (the Python binding of the Rust ``object_store`` crate).
+
+Objects are written whole and never changed: there are no in-place writes, appends or locks here
+(``in_place_writes = False``), and the engine keeps its commit protocol on ``put`` alone
+(docs/object-storage.md). The two conditional writes are the store's own: create-if-absent
+(``If-None-Match: *``, GCS ``ifGenerationMatch=0``) and replace-if-version (``If-Match: <etag>``, GCS
+generations), so exactly one of any number of writers on any number of hosts wins a name or a version.
+
+Paths are URLs below the root (``s3://bucket/prefix/t-0/00000000000000000000.log``), so that callers
+compose them as they compose filesystem paths; the backend turns them into keys below the store's
+prefix. A file's version is its ETag (its generation on GCS). Credentials and endpoints come from each
+cloud's standard environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_ALLOW_HTTP``...), as
+obstore reads them, plus the ``options`` given.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+from obstore.store import from_url
+
+from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
+from pysparklog.storage.io.base import FileStat, PutMode, StorageLock
+
+
+class ObjectStorage:
+    """A log directory on an object store.
+
+    Args:
+        url: The log directory's URL: ``s3://bucket/prefix`` and the like.
+        options: Store settings beyond the environment's (obstore's config keys, such as
+            ``aws_endpoint`` or ``allow_http``).
+
+    Raises:
+        InvalidLogDirectoryError: obstore cannot make a store of the URL or the options.
+    """
+
+    in_place_writes = False
+
+    def __init__(self, url: str, options: Mapping[str, str] | None = None) -> None:
+        self.root = url.rstrip("/")
+        try:
+            config: Any = dict(options) if options else None  # keys checked by obstore, per store type
+            self._store: Any = from_url(self.root, config=config)
+        except Exception as error:  # obstore raises its own error types for bad URLs and keys
+            raise InvalidLogDirectoryError(f"log directory {url!r}: {error}") from None
+
+    def __repr__(self) -> str:
+        return f"ObjectStorage({self.root!r})"
+
+    def join(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def _key(self, path: str) -> str:
+        """The key below the store's prefix of a path below the root."""
+        if path == self.root:
+            return ""
+        if not path.startswith(self.root + "/"):
+            raise InvalidLogDirectoryError(f"{path!r} is not below the log directory {self.root!r}")
+        return path[len(self.root) + 1 :]
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def read(self, path: str, position: int = 0, length: int | None = None) -> bytes:
+        key = self._key(path)
+        if position == 0 and length is None:
+            return bytes(obstore.get(self._store, key).bytes())
+        size = self._size(path)
+        end = size if length is None else min(size, position + length)
+        if end <= position:
+            return b""
+        return bytes(obstore.get_range(self._store, key, start=position, end=end))
+
+    def read_into(self, path: str, position: int, buffer: memoryview) -> int:
+        data = self.read(path, position, len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _size(self, path: str) -> int:
+        stat = self.stat(path)
+        if stat is None:
+            raise FileNotFoundError(path)
+        return stat.size
+
+    def stat(self, path: str) -> FileStat | None:
+        try:
+            meta = obstore.head(self._store, self._key(path))
+        except FileNotFoundError:
+            return None
+        modified_ms = int(meta["last_modified"].timestamp() * 1000)
+        return FileStat(meta["size"], modified_ms, modified_ms, _version(meta["e_tag"], meta["version"]))
+
+    def list(self, directory: str) -> list[str]:
+        key = self._key(directory)
+        found = obstore.list_with_delimiter(self._store, key or None)
+        names = [prefix.rsplit("/", 1)[-1] for prefix in found["common_prefixes"]]
+        names += [meta["path"].rsplit("/", 1)[-1] for meta in found["objects"]]
+        return sorted(set(names))
+
+    def is_directory(self, path: str) -> bool:
+        key = self._key(path)
+        if not key:
+            return True  # the root: a bucket prefix is there as soon as the bucket is
+        found = obstore.list_with_delimiter(self._store, key)
+        return bool(found["common_prefixes"] or found["objects"])
+
+    # -- whole-object writes ----------------------------------------------------------------------
+
+    def put(
+        self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE, expected_version: str | None = None
+    ) -> FileStat:
+        key = self._key(path)
+        condition: Any = "overwrite"
+        if mode is PutMode.CREATE:
+            condition = "create"
+        elif expected_version is not None:
+            e_tag, _, version = expected_version.partition(_VERSION_SEPARATOR)
+            condition = {"e_tag": e_tag} if e_tag else {}
+            if version:
+                condition["version"] = version  # GCS compares generations
+        try:
+            result = obstore.put(self._store, key, bytes(data), mode=condition)
+        except AlreadyExistsError:
+            raise StorageConflictError(f"{path} already exists") from None
+        except (PreconditionError, NotFoundError):
+            if self.stat(path) is None:
+                raise StorageConflictError(f"{path} does not exist; expected version {expected_version}") from None
+            raise StorageConflictError(f"{path} changed: expected version {expected_version}") from None
+        now_ms = int(time.time() * 1000)
+        return FileStat(len(data), now_ms, now_ms, _version(result["e_tag"], result["version"]))
+
+    def rename(self, source: str, target: str) -> None:
+        """Copy, then delete: not atomic on an object store (the engine does not rely on it there)."""
+        obstore.rename(self._store, self._key(source), self._key(target))
+
+    def delete(self, path: str) -> bool:
+        if self.stat(path) is None:
+            return False
+        obstore.delete(self._store, self._key(path))
+        return True
+
+    def make_directory(self, path: str) -> None:
+        """Nothing: an object store has no directories, only key prefixes."""
+
+    def delete_tree(self, path: str) -> None:
+        key = self._key(path)
+        keys = [meta["path"] for batch in obstore.list(self._store, key + "/" if key else None) for meta in batch]
+        if keys:
+            obstore.delete(self._store, keys)
+
+    # -- in-place writes: none here ---------------------------------------------------------------
+
+    def _no_in_place_writes(self, what: str) -> NoReturn:
+        raise NotImplementedError(
+            f"{what} on {self.root}: objects cannot change in place on an object store (in_place_writes is False)"
+        )
+
+    def write_at(self, path: str, position: int, data: bytes | memoryview) -> None:
+        self._no_in_place_writes("write_at")
+
+    def append(self, path: str, data: bytes | memoryview) -> None:
+        self._no_in_place_writes("append")
+
+    def truncate(self, path: str, size: int) -> None:
+        self._no_in_place_writes("truncate")
+
+    def sync(self, path: str) -> None:
+        """Nothing to do: a ``put`` is durable when it returns."""
+
+    def set_modified(self, path: str, modified_ms: int) -> None:
+        self._no_in_place_writes("set_modified")
+
+    def lock(self, path: str) -> StorageLock:
+        self._no_in_place_writes("lock")
+
+
+_VERSION_SEPARATOR = "\n"
+
+
+def _version(e_tag: str | None, version: str | None) -> str:
+    """The token a conditional put compares: the ETag and, where the store has one, its object version (GCS's
+    generation, which its conditional writes compare). S3's ETag is the content's hash, so two writes of the
+    same bytes share it: a conditional writer cannot tell them from no write, which loses nothing."""
+    return f"{e_tag or ''}{_VERSION_SEPARATOR}{version}" if version else e_tag or ""

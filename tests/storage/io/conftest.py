@@ -1,0 +1,70 @@
+"""A real S3-compatible server for the object-store backend: moto's standalone server, a process on
+loopback started once per test session (docs/object-storage.md says why moto)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BUCKET = "pysparklog-tests"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The endpoint of a moto server with the bucket ``BUCKET``; the AWS_* variables point obstore at it."""
+    server = shutil.which("moto_server", path=str(Path(sys.executable).parent))
+    if server is None:
+        pytest.fail("moto_server is not installed: make setup installs moto[server] with the dev extras")
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    saved = {key: os.environ.get(key) for key in _ENVIRONMENT}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    pytest.fail(f"moto_server did not start on port {port}")
+                time.sleep(0.1)
+        os.environ.update({key: value.format(endpoint=endpoint) for key, value in _ENVIRONMENT.items()})
+        import boto3  # moto's own dependency: obstore cannot create buckets
+
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
+        yield endpoint
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        process.terminate()
+        process.wait(30)
+
+
+_ENVIRONMENT = {
+    "AWS_ENDPOINT_URL": "{endpoint}",
+    "AWS_ALLOW_HTTP": "true",
+    "AWS_ACCESS_KEY_ID": "pysparklog",
+    "AWS_SECRET_ACCESS_KEY": "pysparklog",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
