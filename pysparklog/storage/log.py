@@ -2,8 +2,11 @@
 by any number of processes at once (Kafka's ``UnifiedLog``, composing the parts Kafka's storage
 module has).
 
-- :class:`~pysparklog.storage.segment.LogSegment` owns a segment's files (reads, appends, index
-  upkeep, flush, renames); :class:`~pysparklog.storage.log_segments.LogSegments` the directory's set.
+- :class:`~pysparklog.storage.segment.LogSegment` owns a segment's files (reads, appends, flush,
+  renames) and its indexes (``segment_indexes``); :class:`~pysparklog.storage.log_segments.LogSegments`
+  the directory's set.
+- :class:`~pysparklog.storage.log_writer.LogWriter` appends, rolls, flushes and reconciles with the
+  state record; ``log_reads`` reads over a view.
 - :class:`~pysparklog.storage.validator.LogValidator` checks and rewrites an append's batches, and
   ``producer_validation`` checks them against the producers' state (idempotence, transactions).
 - :class:`~pysparklog.storage.loader.LogLoader` recovers what a crash left.
