@@ -17,33 +17,7 @@ import pytest
 
 from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
 from pysparklog.storage.io import PosixStorage, PutMode, Storage, read_if_exists, storage_for
-from pysparklog.storage.io.object_store import ObjectStorage
-from tests.storage.io.conftest import BUCKET
-
-BACKENDS: dict[str, Callable[[str], Storage]] = {
-    "posix": PosixStorage,
-    "s3": lambda root: ObjectStorage(f"s3://{BUCKET}/{root.strip('/')}"),
-}
-#: The backends that need the S3 server running.
-_ON_S3 = {"s3"}
-
-
-def _root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A root of its own for the test: a local directory, or the same path as a prefix of the bucket."""
-    if request.param in _ON_S3:
-        request.getfixturevalue("s3_endpoint")
-    return str(tmp_path / "logs")
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    return BACKENDS[request.param](_root(request, tmp_path))
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def backend_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
-    """A backend's name and a root, for tests whose other processes open the storage themselves."""
-    return request.param, _root(request, tmp_path)
+from tests.storage.conftest import BACKENDS, BUCKET
 
 
 def test_a_backend_satisfies_the_protocol(storage: Storage) -> None:

@@ -1,5 +1,7 @@
-"""A real S3-compatible server for the object-store backend: moto's standalone server, a process on
-loopback started once per test session (docs/object-storage.md says why moto)."""
+"""The storage backends the engine's tests run on, the object store's against a real S3-compatible server:
+moto's standalone server, a process on loopback started once per test session (docs/object-storage.md
+says why moto). A backend joins the tests that take the ``storage`` fixture by adding itself to
+``BACKENDS`` (a function of a root no other test uses)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from pysparklog.storage.io import PosixStorage, Storage
+from pysparklog.storage.io.object_store import ObjectStorage
 
 BUCKET = "pysparklog-tests"
 
@@ -68,3 +73,29 @@ _ENVIRONMENT = {
     "AWS_REGION": "us-east-1",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+BACKENDS: dict[str, Callable[[str], Storage]] = {
+    "posix": PosixStorage,
+    "s3": lambda root: ObjectStorage(f"s3://{BUCKET}/{root.strip('/')}"),
+}
+#: The backends that need the S3 server running.
+_ON_S3 = {"s3"}
+
+
+def _root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A root of its own for the test: a local directory, or the same path as a prefix of the bucket."""
+    if request.param in _ON_S3:
+        request.getfixturevalue("s3_endpoint")
+    return str(tmp_path / "logs")
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    return BACKENDS[request.param](_root(request, tmp_path))
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """A backend's name and a root, for tests whose other processes open the storage themselves."""
+    return request.param, _root(request, tmp_path)

@@ -1,0 +1,213 @@
+"""Numbered commit objects, each created only if absent: the sequencer of docs/object-storage.md.
+
+``<directory>/commits/<20-digit number>`` holds one commit; commit ``n + 1`` follows commit ``n``.
+Creating the next name with ``PutMode.CREATE`` *is* the commit: of any number of writers on any
+number of hosts exactly one gets each number, so commits are dense and ordered without a lock or a
+broker. A writer that loses a number reads the winner's commit and tries the next one, its payload
+rebuilt from the commit it now follows. A write whose outcome is unknown (a timeout, a 5xx) is
+settled by reading the name back: every commit carries its writer's id and append id, so a writer
+recognises its own earlier success and never commits twice.
+
+``head`` is a hint, overwritten after each commit, so that readers and writers start near the end;
+what decides is the probe of the next names, so a stale or missing hint costs a few reads, never a
+missed commit.
+
+A commit object, big-endian::
+
+    0  magic          4 bytes  "PSLC"
+    4  version        int16    0
+    6  writer length  int16
+    8  writer id      UTF-8
+    .  append id      int64
+    .  crc            uint32   CRC-32C of the body
+    .  body           the rest
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import crc32c as _crc32c
+
+from pysparklog.errors import CorruptRecordError, StorageConflictError
+from pysparklog.storage.io import PutMode, Storage, read_if_exists
+
+COMMITS = "commits"
+HEAD = "head"
+NUMBER_DIGITS = 20
+_MAGIC = b"PSLC"
+_VERSION = 0
+_PREFIX = struct.Struct(">4shh")
+_TRAILER = struct.Struct(">qI")
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One commit: its number, who wrote it, and its body."""
+
+    number: int
+    writer_id: str
+    append_id: int
+    body: bytes
+
+    def encode(self) -> bytes:
+        writer = self.writer_id.encode()
+        return (
+            _PREFIX.pack(_MAGIC, _VERSION, len(writer))
+            + writer
+            + _TRAILER.pack(self.append_id, _crc32c.crc32c(self.body))
+            + self.body
+        )
+
+    @classmethod
+    def decode(cls, number: int, data: bytes, path: str) -> Commit:
+        """The commit in ``data``.
+
+        Raises:
+            CorruptRecordError: The object is not a commit of a known version, or its body's CRC is wrong.
+        """
+        if len(data) < _PREFIX.size:
+            raise CorruptRecordError(f"a commit of {len(data)} bytes is shorter than its header", file=path)
+        magic, version, writer_length = _PREFIX.unpack_from(data)
+        if magic != _MAGIC or version != _VERSION:
+            raise CorruptRecordError(
+                f"not a commit of version {_VERSION} (magic {magic!r}, version {version})", file=path
+            )
+        start = _PREFIX.size + writer_length
+        if len(data) < start + _TRAILER.size:
+            raise CorruptRecordError("a commit ends inside its header", file=path)
+        append_id, crc = _TRAILER.unpack_from(data, start)
+        body = data[start + _TRAILER.size :]
+        if _crc32c.crc32c(body) != crc:
+            raise CorruptRecordError("a commit's body does not match its CRC", file=path, position=start)
+        try:
+            writer = data[_PREFIX.size : start].decode()
+        except UnicodeDecodeError:
+            raise CorruptRecordError("a commit's writer id is not UTF-8", file=path, position=_PREFIX.size) from None
+        return cls(number, writer, append_id, body)
+
+
+#: Builds the body of a commit that will get ``number``, following ``previous`` (None for the first).
+BodyBuilder = Callable[[int, "Commit | None"], bytes]
+
+
+class CommitLog:
+    """The commits of one directory.
+
+    Args:
+        storage: The log directory's storage.
+        directory: Where the ``commits/`` and ``head`` objects are, a path of ``storage``.
+        writer_id: This writer's id, unique among writers (default: a new random one).
+        max_attempts: How many numbers an append may lose before it gives up.
+    """
+
+    def __init__(
+        self, storage: Storage, directory: str, *, writer_id: str | None = None, max_attempts: int = 1000
+    ) -> None:
+        self.storage = storage
+        self.directory = directory
+        self.writer_id = writer_id or uuid.uuid4().hex
+        self.max_attempts = max_attempts
+        self._appends = 0
+        self._known = -1  # the highest number this object has seen exist
+
+    def path(self, number: int) -> str:
+        return f"{self.directory}/{COMMITS}/{number:0{NUMBER_DIGITS}d}"
+
+    def read(self, number: int) -> Commit | None:
+        """Commit ``number``, or None when it does not exist (yet).
+
+        Raises:
+            CorruptRecordError: The object is not a commit.
+        """
+        data = read_if_exists(self.storage, self.path(number))
+        if data is None:
+            return None
+        self._known = max(self._known, number)
+        return Commit.decode(number, data, self.path(number))
+
+    def latest(self) -> Commit | None:
+        """The last commit: from the head hint (or the last one seen), probing forward until a name is missing."""
+        start = max(self._known, self._head_hint())
+        current = self.read(start) if start >= 0 else None
+        if current is None:  # no hint, or one past the commits: list once
+            current, start = self._listed_latest()
+        while True:
+            following = self.read(start + 1)
+            if following is None:
+                return current
+            current, start = following, start + 1
+
+    def _head_hint(self) -> int:
+        data = read_if_exists(self.storage, f"{self.directory}/{HEAD}")
+        try:
+            return int(data) if data is not None else -1
+        except ValueError:
+            return -1  # a damaged hint only costs a listing
+
+    def _listed_latest(self) -> tuple[Commit | None, int]:
+        """The last commit by a listing: without a hint, or with one past the commits (they were cut back)."""
+        numbers = [int(name) for name in self.storage.list(f"{self.directory}/{COMMITS}") if name.isdigit()]
+        if not numbers:
+            return None, -1
+        last = max(numbers)
+        return self.read(last), last
+
+    def append(self, build: BodyBuilder) -> Commit:
+        """Commit a body built for the next number; returns the commit as written.
+
+        ``build(number, previous)`` is called again for each number lost to another writer, with the
+        commit the new attempt follows, so that what the body derives from the log (offsets) is right.
+
+        Raises:
+            StorageConflictError: Every one of ``max_attempts`` numbers went to other writers.
+        """
+        self._appends += 1
+        append_id = self._appends
+        previous = self.latest()
+        for attempt in range(self.max_attempts):
+            number = previous.number + 1 if previous is not None else 0
+            commit = Commit(number, self.writer_id, append_id, build(number, previous))
+            outcome = self._create(commit)
+            if outcome is None or _same_append(outcome, commit):
+                self._known = max(self._known, number)
+                self._hint(number)
+                return commit
+            previous = outcome
+            if attempt >= 3:
+                time.sleep(random.uniform(0, min(0.05 * attempt, 1.0)))
+        raise StorageConflictError(
+            f"{self.directory}: {self.max_attempts} commit numbers in a row went to other writers"
+        )
+
+    def _create(self, commit: Commit) -> Commit | None:
+        """Create the commit's object; None when it was created by this call, else the commit found there
+        (another writer's, or this one's from an attempt whose reply was lost)."""
+        try:
+            self.storage.put(self.path(commit.number), commit.encode(), mode=PutMode.CREATE)
+            return None
+        except StorageConflictError:
+            found = self.read(commit.number)
+        except OSError:  # the request may have landed: what is there now decides
+            found = self.read(commit.number)
+            if found is None:
+                raise
+        if found is None:  # the name was taken and is gone again: cut back by retention, an error here
+            raise StorageConflictError(f"{self.path(commit.number)} was taken by a commit that is gone")
+        return found
+
+    def _hint(self, number: int) -> None:
+        """Move the head hint to ``number`` (a best effort: readers probe past it anyway)."""
+        try:
+            self.storage.put(f"{self.directory}/{HEAD}", str(number).encode())
+        except OSError:
+            pass
+
+
+def _same_append(found: Commit, mine: Commit) -> bool:
+    return found.writer_id == mine.writer_id and found.append_id == mine.append_id

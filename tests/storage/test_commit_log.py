@@ -1,0 +1,135 @@
+"""The commit log (``storage.commit_log``): dense, ordered commits from many writers through create-if-absent
+alone, on the filesystem and on a real S3-compatible server."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+
+from pysparklog.errors import CorruptRecordError
+from pysparklog.storage.commit_log import BodyBuilder, Commit, CommitLog
+from pysparklog.storage.io import PutMode, Storage
+from tests.storage.conftest import BACKENDS
+
+WRITERS = 4
+APPENDS = 15
+
+
+def _following(tag: str) -> BodyBuilder:
+    """A body builder that records which commit it follows, as an offset-bearing body would."""
+
+    def build(number: int, previous: Commit | None) -> bytes:
+        return f"{tag} after {previous.number if previous is not None else -1}".encode()
+
+    return build
+
+
+def test_commits_follow_each_other(storage: Storage) -> None:
+    log = CommitLog(storage, storage.join("t-0"))
+    assert log.latest() is None
+    written = [log.append(_following(f"a{i}")) for i in range(5)]
+    assert [c.number for c in written] == [0, 1, 2, 3, 4]
+    assert [c.body for c in written] == [f"a{i} after {i - 1}".encode() for i in range(5)]
+    reader = CommitLog(storage, storage.join("t-0"))
+    latest = reader.latest()
+    assert latest is not None and latest == written[-1]
+    assert reader.read(2) == written[2] and reader.read(5) is None
+
+
+def _append_many(backend: str, root: str, tag: str) -> None:
+    storage = BACKENDS[backend](root)
+    log = CommitLog(storage, storage.join("t-0"), writer_id=tag)
+    for i in range(APPENDS):
+        log.append(_following(f"{tag}:{i}"))
+
+
+@pytest.mark.slow
+def test_concurrent_writers_get_dense_ordered_numbers_and_each_append_once(backend_and_root: tuple[str, str]) -> None:
+    backend, root = backend_and_root
+    context = multiprocessing.get_context("spawn")  # obstore's runtime does not survive a fork
+    writers = [context.Process(target=_append_many, args=(backend, root, f"w{n}")) for n in range(WRITERS)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(300)
+        assert writer.exitcode == 0
+    storage = BACKENDS[backend](root)
+    log = CommitLog(storage, storage.join("t-0"))
+    latest = log.latest()
+    assert latest is not None and latest.number == WRITERS * APPENDS - 1
+    commits = [log.read(n) for n in range(WRITERS * APPENDS)]
+    bodies = [c.body.decode() for c in commits if c is not None]
+    tags = [body.split(" after ")[0] for body in bodies]
+    assert sorted(tags) == sorted(f"w{n}:{i}" for n in range(WRITERS) for i in range(APPENDS)), "each append once"
+    assert [int(body.split(" after ")[1]) for body in bodies] == list(range(-1, WRITERS * APPENDS - 1)), (
+        "every body was built for the commit it follows"
+    )
+    for n in range(WRITERS):
+        mine = [int(tag.split(":")[1]) for tag in tags if tag.startswith(f"w{n}:")]
+        assert mine == sorted(mine), "one writer's appends keep their order"
+
+
+class _LostReplies:
+    """The backend, except that the first create-if-absent put lands and then reports a timeout, as a
+    request whose reply was lost does."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self.lost = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._storage, name)
+
+    def put(self, path: str, data: bytes, **kwargs: Any) -> object:
+        result = self._storage.put(path, data, **kwargs)
+        if kwargs.get("mode") is PutMode.CREATE and not self.lost:
+            self.lost += 1
+            raise TimeoutError(f"no reply for {path}")
+        return result
+
+
+def test_a_commit_whose_reply_was_lost_is_recognised_not_written_again(storage: Storage) -> None:
+    flaky = _LostReplies(storage)
+    log = CommitLog(cast(Storage, flaky), storage.join("t-0"), writer_id="w")
+    first = log.append(_following("a"))
+    second = log.append(_following("b"))
+    assert flaky.lost == 1
+    assert (first.number, second.number) == (0, 1)
+    assert CommitLog(storage, storage.join("t-0")).read(2) is None
+
+
+def test_a_stale_or_damaged_head_hint_costs_reads_not_commits(storage: Storage) -> None:
+    log = CommitLog(storage, storage.join("t-0"))
+    for i in range(3):
+        log.append(_following(str(i)))
+    head = storage.join("t-0", "head")
+    for hint in (b"0", b"not a number", b"99"):
+        storage.put(head, hint)
+        latest = CommitLog(storage, storage.join("t-0")).latest()
+        assert latest is not None and latest.number == 2, hint
+    storage.delete(head)
+    latest = CommitLog(storage, storage.join("t-0")).latest()
+    assert latest is not None and latest.number == 2
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda data: data[:5], "shorter than its header"),
+        (lambda data: b"XXXX" + data[4:], "not a commit of version 0"),
+        (lambda data: data[:-1] + bytes([data[-1] ^ 1]), "does not match its CRC"),
+    ],
+)
+def test_a_damaged_commit_is_a_typed_error_naming_it(
+    storage: Storage, damage: Callable[[bytes], bytes], message: str
+) -> None:
+    log = CommitLog(storage, storage.join("t-0"))
+    log.append(_following("a"))
+    path = log.path(0)
+    storage.put(path, damage(storage.read(path)))
+    with pytest.raises(CorruptRecordError, match=message) as raised:
+        CommitLog(storage, storage.join("t-0")).read(0)
+    assert path in str(raised.value)
