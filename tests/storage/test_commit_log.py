@@ -4,7 +4,9 @@ alone, on the filesystem and on a real S3-compatible server."""
 from __future__ import annotations
 
 import multiprocessing
+import queue
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -12,7 +14,9 @@ import pytest
 from pysparklog.errors import CorruptRecordError
 from pysparklog.storage.commit_log import BodyBuilder, Commit, CommitLog
 from pysparklog.storage.io import PutMode, Storage
-from tests.storage.conftest import BACKENDS
+from pysparklog.storage.io.object_store import ObjectStorage
+from tests.storage.conftest import BACKENDS, BUCKET
+from tests.storage.fault_proxy import FAULTS
 
 WRITERS = 4
 APPENDS = 15
@@ -133,3 +137,63 @@ def test_a_damaged_commit_is_a_typed_error_naming_it(
     with pytest.raises(CorruptRecordError, match=message) as raised:
         CommitLog(storage, storage.join("t-0")).read(0)
     assert path in str(raised.value)
+
+
+def _faulty_storage(proxy: str, root: str) -> Storage:
+    return ObjectStorage(f"s3://{BUCKET}/{root.strip('/')}", {"aws_endpoint": proxy})
+
+
+def _append_through_faults(proxy: str, root: str, tag: str) -> None:
+    storage = _faulty_storage(proxy, root)
+    log = CommitLog(storage, storage.join("t-0"), writer_id=tag)
+    for i in range(APPENDS):
+        log.append(_following(f"{tag}:{i}"))
+
+
+def _poll(proxy: str, root: str, seen: Any, stop: Any) -> None:
+    """Read the latest commit until told to stop, recording each (number, body) seen."""
+    storage = _faulty_storage(proxy, root)
+    log = CommitLog(storage, storage.join("t-0"))
+    while not stop.is_set():
+        latest = log.latest()
+        if latest is not None:
+            seen.put((latest.number, latest.body))
+
+
+@pytest.mark.slow
+def test_writers_and_a_reader_through_failing_requests_lose_and_repeat_nothing(
+    faulty_s3_endpoint: tuple[str, Path], tmp_path: Path
+) -> None:
+    proxy, faults = faulty_s3_endpoint
+    root = str(tmp_path / "faults")
+    context = multiprocessing.get_context("spawn")
+    seen, stop = context.Queue(), context.Event()
+    reader = context.Process(target=_poll, args=(proxy, root, seen, stop))
+    reader.start()
+    writers = [context.Process(target=_append_through_faults, args=(proxy, root, f"w{n}")) for n in range(3)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(300)
+        assert writer.exitcode == 0
+    stop.set()
+    observed = []
+    while reader.is_alive() or not seen.empty():
+        try:
+            observed.append(seen.get(timeout=1))
+        except queue.Empty:
+            reader.join(1)
+    made = faults.read_text().splitlines()
+    assert {line.split(":")[0] for line in made} == {f"fault {kind}" for kind in FAULTS}, "every kind of fault"
+    storage = BACKENDS["s3"](root)  # straight to the server
+    log = CommitLog(storage, storage.join("t-0"))
+    total = 3 * APPENDS
+    commits = [log.read(n) for n in range(total + 1)]
+    assert commits[-1] is None and all(c is not None for c in commits[:-1]), "dense numbers, none past the appends"
+    tags = sorted(c.body.decode().split(" after ")[0] for c in commits[:-1] if c is not None)
+    assert tags == sorted(f"w{n}:{i}" for n in range(3) for i in range(APPENDS)), "each append exactly once"
+    numbers = [number for number, _ in observed]
+    assert numbers == sorted(numbers), "the reader never saw the log go back"
+    for number, body in observed:
+        found = commits[number]
+        assert found is not None and found.body == body, "what the reader saw stays as it saw it"
