@@ -162,7 +162,9 @@ class CommitLog:
         """Commit a body built for the next number; returns the commit as written.
 
         ``build(number, previous)`` is called again for each number lost to another writer, with the
-        commit the new attempt follows, so that what the body derives from the log (offsets) is right.
+        commit the new attempt follows (the last one by then, not only the winner's: a writer that kept
+        to the next number would lose to every faster writer in turn), so that what the body derives
+        from the log (offsets) is right.
 
         Raises:
             StorageConflictError: Every one of ``max_attempts`` numbers went to other writers.
@@ -178,12 +180,20 @@ class CommitLog:
                 self._known = max(self._known, number)
                 self._hint(number)
                 return commit
-            previous = outcome
-            if attempt >= 3:
-                time.sleep(random.uniform(0, min(0.05 * attempt, 1.0)))
+            # Lost: the log may have moved on by more than the winner's commit while this one was built.
+            if attempt >= 2:
+                time.sleep(random.uniform(0, min(0.002 * attempt, 0.05)))  # break up writers in lockstep
+            previous = self._following(outcome)
         raise StorageConflictError(
             f"{self.directory}: {self.max_attempts} commit numbers in a row went to other writers"
         )
+
+    def _following(self, known: Commit) -> Commit:
+        """The last commit, from ``known`` on: probing the next names, not trusting the head hint."""
+        self._known = max(self._known, known.number)
+        while (following := self.read(known.number + 1)) is not None:
+            known = following
+        return known
 
     def _create(self, commit: Commit) -> Commit | None:
         """Create the commit's object; None when it was created by this call, else the commit found there

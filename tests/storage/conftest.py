@@ -5,12 +5,6 @@ says why moto). A backend joins the tests that take the ``storage`` fixture by a
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,81 +12,28 @@ import pytest
 
 from pysparklog.storage.io import PosixStorage, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
+from tests.s3_server import ServerError, fault_proxy, s3_server
 
 BUCKET = "pysparklog-tests"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _started(command: list[str], port: int, log: Path | None = None) -> subprocess.Popen[bytes]:
-    """``command`` started (from the repository, its stderr in ``log``), once it listens on ``port`` of loopback."""
-    with open(log if log is not None else os.devnull, "wb") as stderr:  # the child keeps its own descriptor
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=Path(__file__).parents[2])
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                pytest.fail(f"{command[0]} did not start on port {port}")
-            time.sleep(0.1)
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """The endpoint of a moto server with the bucket ``BUCKET``; the AWS_* variables point obstore at it."""
-    server = shutil.which("moto_server", path=str(Path(sys.executable).parent))
-    if server is None:
-        pytest.fail("moto_server is not installed: make setup installs moto[server] with the dev extras")
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    process = _started([server, "-H", "127.0.0.1", "-p", str(port)], port)
-    saved = {key: os.environ.get(key) for key in _ENVIRONMENT}
     try:
-        os.environ.update({key: value.format(endpoint=endpoint) for key, value in _ENVIRONMENT.items()})
-        import boto3  # moto's own dependency: obstore cannot create buckets
-
-        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
-        yield endpoint
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        process.terminate()
-        process.wait(30)
+        with s3_server(BUCKET) as endpoint:
+            yield endpoint
+    except ServerError as error:
+        pytest.fail(str(error))
 
 
 @pytest.fixture
 def faulty_s3_endpoint(s3_endpoint: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A proxy in front of the S3 server failing 30% of the writes (``fault_proxy``), seeded: its endpoint,
     and the file where it lists the faults it made."""
-    port = _free_port()
     log = tmp_path / "faults.log"
-    command = [sys.executable, "-m", "tests.storage.fault_proxy", "--target", s3_endpoint, "--port", str(port)]
-    process = _started([*command, "--seed", "7", "--fault-rate", "0.3"], port, log)
-    try:
-        yield f"http://127.0.0.1:{port}", log
-    finally:
-        process.terminate()
-        process.wait(30)
-
-
-_ENVIRONMENT = {
-    "AWS_ENDPOINT_URL": "{endpoint}",
-    "AWS_ALLOW_HTTP": "true",
-    "AWS_ACCESS_KEY_ID": "pysparklog",
-    "AWS_SECRET_ACCESS_KEY": "pysparklog",
-    "AWS_REGION": "us-east-1",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+    with fault_proxy(s3_endpoint, log, seed=7, fault_rate=0.3) as endpoint:
+        yield endpoint, log
 
 
 BACKENDS: dict[str, Callable[[str], Storage]] = {

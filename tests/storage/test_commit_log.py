@@ -197,3 +197,40 @@ def test_writers_and_a_reader_through_failing_requests_lose_and_repeat_nothing(
     for number, body in observed:
         found = commits[number]
         assert found is not None and found.body == body, "what the reader saw stays as it saw it"
+
+
+class _CountedCreates:
+    """The backend, counting this writer's create-if-absent puts (its attempts)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self.creates = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._storage, name)
+
+    def put(self, path: str, data: bytes, **kwargs: Any) -> object:
+        if kwargs.get("mode") is PutMode.CREATE:
+            self.creates += 1
+        return self._storage.put(path, data, **kwargs)
+
+
+def test_a_writer_that_loses_catches_up_with_the_log_before_it_tries_again(storage: Storage) -> None:
+    """While a writer builds its body, others commit nine times: its first number is taken, and its next
+    attempt is at the log's end, not at each number the others took in turn."""
+    others = CommitLog(storage, storage.join("t-0"), writer_id="others")
+    others.append(_following("first"))
+    counted = _CountedCreates(storage)
+    slow = CommitLog(cast(Storage, counted), storage.join("t-0"), writer_id="slow")
+    builds: list[int] = []
+
+    def build(number: int, previous: Commit | None) -> bytes:
+        if not builds:
+            for i in range(9):
+                others.append(_following(f"meanwhile {i}"))
+        builds.append(number)
+        return _following("slow")(number, previous)
+
+    commit = slow.append(build)
+    assert (commit.number, builds, counted.creates) == (10, [1, 10], 2)
+    assert commit.body == b"slow after 9"
