@@ -10,6 +10,7 @@ import time
 from benchmarks import (
     bench_compaction,
     bench_log,
+    bench_object_store,
     bench_partitioner,
     bench_producer,
     bench_records,
@@ -33,6 +34,7 @@ def main() -> int:
         + bench_producer.run()
         + bench_source.run()
         + bench_sink.run()
+        + bench_object_store.run()
     )
     print(
         f"pysparklog benchmarks: {RECORDS:,} records (10-byte keys, 100-byte values), pinned to core {core} "
