@@ -29,7 +29,8 @@ import random
 import struct
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import crc32c as _crc32c
@@ -44,6 +45,7 @@ _MAGIC = b"PSLC"
 _VERSION = 0
 _PREFIX = struct.Struct(">4shh")
 _TRAILER = struct.Struct(">qI")
+_READ_AHEAD = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,7 @@ class CommitLog:
         self.max_attempts = max_attempts
         self._appends = 0
         self._known = -1  # the highest number this object has seen exist
+        self._last_read: Commit | None = None  # commits never change: the last one read is read again for free
 
     def path(self, number: int) -> str:
         return f"{self.directory}/{COMMITS}/{number:0{NUMBER_DIGITS}d}"
@@ -125,11 +128,36 @@ class CommitLog:
         Raises:
             CorruptRecordError: The object is not a commit.
         """
+        last = self._last_read
+        if last is not None and last.number == number:
+            return last
         data = read_if_exists(self.storage, self.path(number))
         if data is None:
             return None
         self._known = max(self._known, number)
-        return Commit.decode(number, data, self.path(number))
+        commit = self._last_read = Commit.decode(number, data, self.path(number))
+        return commit
+
+    def read_range(self, first: int, last: Commit) -> Iterator[Commit]:
+        """Commits ``first`` to ``last`` (which the caller has), in order, fetched a window at a time in
+        parallel: a reader catching up with many commits waits for the store's latency once per window.
+
+        Raises:
+            CorruptRecordError: A commit is missing or is not a commit.
+        """
+        numbers = range(first, last.number)
+        if numbers:
+            with ThreadPoolExecutor(max_workers=_READ_AHEAD) as pool:
+                for start in range(0, len(numbers), _READ_AHEAD):
+                    window = numbers[start : start + _READ_AHEAD]
+                    for number, commit in zip(window, pool.map(self.read, window), strict=True):
+                        if commit is None:
+                            raise CorruptRecordError(
+                                f"commit {number} is missing, but commit {last.number} exists", file=self.path(number)
+                            )
+                        yield commit
+        if first <= last.number:
+            yield last
 
     def latest(self) -> Commit | None:
         """The last commit: from the head hint (or the last one seen), probing forward until a name is missing."""

@@ -494,6 +494,34 @@ class PartitionLog:
                 validator.check_timestamps(piece)
             return writer.append_batches(record, active, [validator.maybe_recompressed(piece) for piece in pieces])
 
+    def prepared_append(self, pieces: Sequence[Batches]) -> tuple[Batches, AppendInfo]:
+        """What appending the checked ``pieces`` now would write and acknowledge, with nothing written
+        (``LogWriter.prepared``): the append of a log whose appends are sequenced elsewhere."""
+        with self._write_mutex, self._lock.exclusive() as record:
+            active = self._sync_for_write(record)
+            return self._writer.prepared(active, LogValidator(self._writer.config, self.topic, self.partition), pieces)
+
+    def append_replica(self, piece: Batches, first_offset: int) -> None:
+        """Append batches already validated and numbered elsewhere, keeping their offsets and timestamps
+        (Kafka's ``appendAsFollower``); the producers' state follows them.
+
+        Raises:
+            InvalidOffsetError: The log does not end at ``first_offset``.
+        """
+        with self._write_mutex, self._lock.exclusive() as record:
+            active = self._sync_for_write(record)
+            if active.state.log_end_offset != first_offset:
+                raise InvalidOffsetError(
+                    f"{self.topic}-{self.partition} ends at {active.state.log_end_offset}, not at {first_offset} "
+                    f"where the replicated batches start"
+                )
+            if not len(piece.entries):
+                return
+            if piece.entries.has_producers:
+                self._writer.append_producer_batches(record, active, None, piece)
+            else:
+                self._writer.append_batches(record, active, [piece], stamp=False)
+
     def flush(self) -> None:
         """fsync everything appended so far and record it as the recovery point."""
         with self._write_mutex, self._lock.exclusive() as record:

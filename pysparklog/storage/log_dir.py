@@ -8,6 +8,7 @@ from pysparklog.errors import InvalidLogDirectoryError
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import Storage, storage_for
 from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.object_log import ObjectPartitionLog
 from pysparklog.storage.topics import TopicStore, partition_dirs, validate_topic_name
 
 
@@ -53,6 +54,8 @@ class LogDirectory:
             raise InvalidLogDirectoryError(f"partition {partition!r} is invalid; accepted: an integer >= 0")
         validate_topic_name(topic)
         self._topics.open_partition(topic, partition)
+        if not self.storage.in_place_writes:  # an object store: the log is its commits (object_log)
+            return ObjectPartitionLog(self.storage, topic, partition, config or self._topics.config_provider(topic))
         return PartitionLog(
             self.storage.join(f"{topic}-{partition}"),
             config or self._topics.config_provider(topic),

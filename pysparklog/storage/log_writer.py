@@ -10,8 +10,10 @@ and their index entries through the segment, then acknowledge them in the state 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from pysparklog.storage.active_segment import ActiveSegment
 from pysparklog.storage.config import LogConfig
@@ -19,10 +21,11 @@ from pysparklog.storage.io import LockedRecord
 from pysparklog.storage.loader import LogLoader
 from pysparklog.storage.log_state import BOOT_ID, UNKNOWN_FIRST_UNSTABLE_OFFSET, LogState, read_state
 from pysparklog.storage.producer_state import OpenTransactions
-from pysparklog.storage.producer_validation import ProducerCache, ProducerStates, check_producers
+from pysparklog.storage.producer_validation import ProducerCache, ProducerCheck, ProducerStates, check_producers
 from pysparklog.storage.records.default_records import TimestampType
+from pysparklog.storage.records.memory_records import EntryTable, scan
 from pysparklog.storage.transaction_index import AbortedTxn
-from pysparklog.storage.validator import Batches, LogValidator, assign_offset, stamp_log_append_time
+from pysparklog.storage.validator import Batches, LogValidator, assign_offset, joined, stamp_log_append_time
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,26 +66,78 @@ class LogWriter:
         self.producer_states = ProducerStates(self.producers, self.segments)
 
     def append_producer_batches(
-        self, record: LockedRecord, active: ActiveSegment, validator: LogValidator, piece: Batches
+        self,
+        record: LockedRecord,
+        active: ActiveSegment,
+        validator: LogValidator | None,
+        piece: Batches,
     ) -> AppendInfo:
-        """Append batches some of which carry a producer id, checked against the producers' state."""
+        """Append batches some of which carry a producer id, checked against the producers' state.
+
+        ``validator`` None appends batches validated when they were first appended (a replica's, which
+        keep their timestamps): only the producers' state is checked and moved.
+        """
+        check, piece = self._producer_checked(active, validator, piece)
+        info = None
+        if len(piece.entries):
+            info = self.append_batches(
+                record, active, [piece], check.aborted, check.open_txns, stamp=validator is not None
+            )
+        assert self.active is not None  # the append (or sync) left the active segment there
+        self.producer_states.remember(check, self.active.state)
+        return _producer_append_info(check, info)
+
+    def _producer_checked(
+        self, active: ActiveSegment, validator: LogValidator | None, piece: Batches
+    ) -> tuple[ProducerCheck, Batches]:
+        """The producers' verdict on ``piece`` as of the log end, and its new batches, validated."""
         check = check_producers(self.producer_states.at(active), active.state.log_end_offset, piece.buf, piece.entries)
         if not check.keep.all():
             piece = Batches(piece.buf, piece.entries.select(check.keep))
-        piece = validator.validated(piece)
+        return check, piece if validator is None else validator.validated(piece)
+
+    def prepared(
+        self, active: ActiveSegment, validator: LogValidator, pieces: Sequence[Batches]
+    ) -> tuple[Batches, AppendInfo]:
+        """What appending ``pieces`` now would write, and acknowledge, with nothing written: the batches
+        validated, without the repeats of idempotent retries, numbered from the log end and stamped with
+        the LogAppendTime when the topic uses it. A log whose appends are sequenced elsewhere (an object
+        store's commits) commits these and then appends them as a replica (``stamp=False``)."""
+        if any(piece.entries.has_producers for piece in pieces):
+            check, piece = self._producer_checked(active, validator, joined(pieces))
+        else:
+            check = None
+            for piece in pieces:
+                validator.check_timestamps(piece)
+            piece = joined([validator.maybe_recompressed(piece) for piece in pieces])
+        entries = piece.entries
+        spans = [
+            piece.buf[pos : pos + size]
+            for pos, size in zip(entries.positions.tolist(), entries.sizes.tolist(), strict=True)
+        ]
+        buf = np.concatenate(spans) if spans else np.empty(0, dtype=np.uint8)
+        out = Batches(buf, scan(buf))
+        now = int(time.time() * 1000)
+        log_append = self.config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        first_offset = next_offset = active.state.log_end_offset
+        max_ts = -1
+        view = buf.data
+        for pos, size, last_delta, batch_max_ts, attributes in _batch_columns(out.entries):
+            if log_append:
+                stamp_log_append_time(view, pos, size, attributes, now)
+                batch_max_ts = now
+            assign_offset(view, pos, next_offset)
+            next_offset += last_delta + 1
+            max_ts = max(max_ts, batch_max_ts)
         info = None
-        if len(piece.entries):
-            info = self.append_batches(record, active, [piece], check.aborted, check.open_txns)
-        assert self.active is not None  # the append (or sync) left the active segment there
-        self.producer_states.remember(check, self.active.state)
-        repeated = check.max_timestamps[~check.keep]
-        return AppendInfo(
-            int(check.first_offsets[0]),
-            int(check.last_offsets[-1]),
-            int((check.last_offsets - check.first_offsets + 1).sum()),
-            info.log_append_time_ms if info is not None else -1,
-            max(info.max_timestamp if info is not None else -1, int(repeated.max()) if len(repeated) else -1),
-        )
+        if len(out.entries):
+            info = AppendInfo(
+                first_offset, next_offset - 1, next_offset - first_offset, now if log_append else -1, max_ts
+            )
+        if check is not None:
+            return out, _producer_append_info(check, info)
+        assert info is not None  # the caller appends something
+        return out, info
 
     def append_batches(
         self,
@@ -91,9 +146,14 @@ class LogWriter:
         pieces: Sequence[Batches],
         aborted: Sequence[AbortedTxn] = (),
         open_txns: OpenTransactions | None = None,
+        *,
+        stamp: bool = True,
     ) -> AppendInfo:
         """Write the batches of ``pieces``, in order (assigning offsets, rolling as Kafka rolls), and
         acknowledge them all at once.
+
+        ``stamp`` False keeps the timestamps the batches hold (a replica's, already stamped with the
+        LogAppendTime when the topic uses it).
 
         ``aborted`` are the ``.txnindex`` entries of the ABORT markers among the batches, each written
         to the segment its marker lands in; ``open_txns`` the open transactions once the batches are
@@ -101,7 +161,7 @@ class LogWriter:
         """
         now = int(time.time() * 1000)
         config = self.config
-        log_append = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        log_append = stamp and config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         first_offset = active.state.log_end_offset
         next_offset = first_offset
         records = 0
@@ -112,14 +172,7 @@ class LogWriter:
             entries = piece.entries
             pending_start = None
             pending_end = 0
-            for pos, size, last_delta, batch_max_ts, attributes in zip(
-                entries.positions.tolist(),
-                entries.sizes.tolist(),
-                entries.last_offset_deltas.tolist(),
-                entries.max_timestamps.tolist(),
-                entries.attributes.tolist(),
-                strict=True,
-            ):
+            for pos, size, last_delta, batch_max_ts, attributes in _batch_columns(entries):
                 if log_append:
                     stamp_log_append_time(view, pos, size, attributes, now)
                     batch_max_ts = now
@@ -281,3 +334,28 @@ class LogWriter:
             )
         )
         return ActiveSegment.from_files(state, self.segments.get(state.active_base), self.config)
+
+
+def _batch_columns(entries: EntryTable) -> Iterator[tuple[int, int, int, int, int]]:
+    """Each batch's position, size, last offset delta, max timestamp and attributes, as Python ints."""
+    return zip(
+        entries.positions.tolist(),
+        entries.sizes.tolist(),
+        entries.last_offset_deltas.tolist(),
+        entries.max_timestamps.tolist(),
+        entries.attributes.tolist(),
+        strict=True,
+    )
+
+
+def _producer_append_info(check: ProducerCheck, info: AppendInfo | None) -> AppendInfo:
+    """What an idempotent append acknowledges: its new batches' ``info`` (None: all were repeats) and
+    the offsets the repeated ones were given when first appended."""
+    repeated = check.max_timestamps[~check.keep]
+    return AppendInfo(
+        int(check.first_offsets[0]),
+        int(check.last_offsets[-1]),
+        int((check.last_offsets - check.first_offsets + 1).sum()),
+        info.log_append_time_ms if info is not None else -1,
+        max(info.max_timestamp if info is not None else -1, int(repeated.max()) if len(repeated) else -1),
+    )

@@ -1,0 +1,358 @@
+"""A partition log on an object store: numbered commit objects are the log, and each process reads a
+replica of them on its local disk (docs/object-storage.md).
+
+An object store cannot append to a file, rename one or hold a lock, so a partition there is the
+sequence of its commits (``CommitLog``): an append is one commit object created only if absent, and
+the commit it wins fixes its offsets. Every process that opens the partition keeps a *replica* below
+its cache directory: a local ``PartitionLog`` that holds exactly commits ``0..n`` in order, appended
+as Kafka's followers append (offsets and timestamps kept, producer state moved). The replica gives
+the object-store log everything the filesystem engine has, unchanged: Kafka segments and indexes,
+lookups by offset and time, the producers' state for idempotence and transactions, the last stable
+offset and the aborted transactions of ``read_committed``. It is a cache: deleting it costs a replay
+of the commits, nothing else.
+
+An append follows the commits (applying the ones it lacks), validates and numbers its batches against
+the replica as a broker's leader does (``PartitionLog.prepared_append``), and creates the next commit.
+When another writer wins that number, it follows again and prepares again from the new log end (an
+idempotent retry may now be a repeat), so offsets stay dense and every batch is checked against the
+state it lands on. Readers follow the commits before each read: a conditional look at the head hint
+and a probe of the next name, never a listing per read.
+
+The replica records, in its ``commit.applied`` lock file, the last commit it holds and the log end
+offset after it. Appending to the replica and recording it are two steps: a process that dies between
+them leaves the replica one commit ahead of its record, which the next follower recognises (the
+replica already ends where that commit ends) and records.
+
+A commit's body, big-endian::
+
+    0  kind              int8    0: record batches, 1: a new log start offset
+    1  base offset       int64   the log end offset before the commit
+    9  end offset        int64   the log end offset after it
+   17  log start offset  int64   kind 1: the new log start offset; else -1
+   25  batches           Kafka v2 record batches, their offsets and timestamps already the log's
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError
+from pysparklog.storage import checkpoints
+from pysparklog.storage.commit_log import Commit, CommitLog
+from pysparklog.storage.config import LogConfig
+from pysparklog.storage.io import LockedRecord, Storage
+from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.log_state import LogView
+from pysparklog.storage.log_writer import AppendInfo
+from pysparklog.storage.records.memory_records import scan, verify_crcs
+from pysparklog.storage.transaction_index import AbortedTxn
+from pysparklog.storage.validator import Batches
+
+#: The environment variable naming the directory of the replicas (default: the user's cache directory).
+CACHE_DIR_VARIABLE = "PYSPARKLOG_CACHE_DIR"
+APPLIED_FILE = "commit.applied"
+_BODY = struct.Struct(">bqqq")
+_APPLIED = struct.Struct(">qq")
+_NO_LOG_START = -1
+
+
+class CommitKind(enum.IntEnum):
+    """What a partition's commit does."""
+
+    BATCHES = 0
+    LOG_START = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCommit:
+    """The body of one of a partition's commits."""
+
+    kind: CommitKind
+    base_offset: int
+    end_offset: int
+    log_start_offset: int
+    batches: bytes = b""
+
+    def encode(self) -> bytes:
+        return _BODY.pack(self.kind, self.base_offset, self.end_offset, self.log_start_offset) + self.batches
+
+    @classmethod
+    def decode(cls, commit: Commit, path: str) -> PartitionCommit:
+        """The partition commit in ``commit``'s body.
+
+        Raises:
+            CorruptRecordError: The body is not a partition commit: too short, of an unknown kind, or with
+                offsets that do not add up.
+        """
+        body = commit.body
+        if len(body) < _BODY.size:
+            raise CorruptRecordError(f"a partition commit of {len(body)} bytes is shorter than its header", file=path)
+        kind, base, end, log_start = _BODY.unpack_from(body)
+        if kind not in CommitKind.__members__.values() or not 0 <= base <= end:
+            raise CorruptRecordError(
+                f"not a partition commit: kind {kind}, offsets {base} to {end} (kinds: 0 batches, 1 log start)",
+                file=path,
+            )
+        if kind == CommitKind.LOG_START and (base != end or not 0 <= log_start <= end or len(body) != _BODY.size):
+            raise CorruptRecordError(f"a log start commit with offsets {base}, {end} and {log_start}", file=path)
+        return cls(CommitKind(kind), base, end, log_start, body[_BODY.size :])
+
+
+def cache_root(cache_dir: str | None = None) -> str:
+    """Where replicas are kept: ``cache_dir``, else ``$PYSPARKLOG_CACHE_DIR``, else the user's cache directory."""
+    if cache_dir:
+        return cache_dir
+    if os.environ.get(CACHE_DIR_VARIABLE):
+        return os.environ[CACHE_DIR_VARIABLE]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "pysparklog")
+
+
+def replica_directory(root: str, cache_dir: str | None = None) -> str:
+    """The local directory of the replicas of the log directory at ``root`` (one per root URL)."""
+    digest = hashlib.sha256(root.encode()).hexdigest()[:24]
+    return os.path.join(cache_root(cache_dir), digest)
+
+
+class ObjectPartitionLog(PartitionLog):
+    """One partition of a log directory on an object store, read through a local replica.
+
+    Args:
+        storage: The log directory's object storage.
+        topic: The topic.
+        partition: The partition.
+        config: The topic's configs (a callable is asked again at each append).
+        cache_dir: The directory of the replicas (default: ``cache_root()``).
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        topic: str,
+        partition: int,
+        config: LogConfig | Callable[[], LogConfig] | None = None,
+        *,
+        cache_dir: str | None = None,
+    ) -> None:
+        replicas = replica_directory(storage.root, cache_dir)
+        super().__init__(os.path.join(replicas, f"{topic}-{partition}"), config, checkpoint_dir=replicas)
+        self.remote = storage
+        self.remote_directory = storage.join(f"{topic}-{partition}")
+        self._commits = CommitLog(storage, self.remote_directory)
+        self._applied = self.storage.lock(f"{self.directory}/{APPLIED_FILE}")
+
+    def __repr__(self) -> str:
+        return f"ObjectPartitionLog({self.remote_directory!r})"
+
+    def close(self) -> None:
+        self._applied.close()
+        super().close()
+
+    # -- following the commits -----------------------------------------------------------------
+
+    def follow(self) -> None:
+        """Bring the replica up to the last commit."""
+        latest = self._commits.latest()
+        if latest is not None:
+            with self._applied.exclusive() as record:
+                self._apply_through(record, latest)
+
+    def _apply_through(self, record: LockedRecord, last: Commit | None) -> int:
+        """Apply the commits after the replica's up to ``last`` (under the replica's lock); returns the log end."""
+        applied, end = self._reconciled(record)
+        if last is None or last.number <= applied:
+            return end
+        for commit in self._commits.read_range(applied + 1, last):
+            body = PartitionCommit.decode(commit, self._commits.path(commit.number))
+            if body.base_offset != end:
+                raise CorruptRecordError(
+                    f"commit {commit.number} starts at offset {body.base_offset}, but the commits before it end "
+                    f"at {end}",
+                    file=self._commits.path(commit.number),
+                )
+            self._apply(body)
+            record.write(_APPLIED.pack(commit.number, body.end_offset))
+            end = body.end_offset
+        return end
+
+    def _reconciled(self, record: LockedRecord) -> tuple[int, int]:
+        """The last commit the replica holds and its log end, checked against the replica's own log end.
+
+        A replica one commit ahead of its record (its process died between the two) is recognised when
+        that commit is applied; one behind it (a machine crash lost what was not fsynced) goes back to
+        the last commit it holds whole.
+        """
+        data = record.read(_APPLIED.size)
+        applied, end = _APPLIED.unpack(data) if len(data) == _APPLIED.size else (-1, 0)
+        replica_end = PartitionLog.view(self).log_end_offset
+        if replica_end >= end:
+            return applied, end
+        number = applied
+        while number >= 0:
+            commit = self._commits.read(number)
+            if commit is None:
+                break
+            commit_end = PartitionCommit.decode(commit, self._commits.path(number)).end_offset
+            if commit_end <= replica_end:
+                if commit_end == replica_end:
+                    record.write(_APPLIED.pack(number, replica_end))
+                    return number, replica_end
+                break
+            number -= 1
+        else:
+            if replica_end == 0:  # no commit is whole in it: it starts again from the first
+                record.write(_APPLIED.pack(-1, 0))
+                return -1, 0
+        raise CorruptRecordError(
+            f"the local replica of {self.remote_directory} ends at offset {replica_end}, inside a commit: delete "
+            f"{self.directory} (a cache) and it is rebuilt from the commits",
+            file=self.directory,
+        )
+
+    def _apply(self, body: PartitionCommit) -> None:
+        """Append one commit to the replica (nothing when the replica already ends where it ends)."""
+        if body.kind == CommitKind.LOG_START:
+            self._apply_log_start(body.log_start_offset)
+            return
+        if body.end_offset == body.base_offset:
+            return
+        replica_end = PartitionLog.view(self).log_end_offset
+        if replica_end == body.end_offset:
+            return  # applied by a process that died before recording it
+        buf = np.frombuffer(bytearray(body.batches), dtype=np.uint8)  # writable: the replica numbers it again
+        entries = scan(buf, file=self.remote_directory)
+        verify_crcs(buf, entries, file=self.remote_directory)
+        if len(entries) and int(entries.last_offsets[-1]) + 1 != body.end_offset:
+            raise CorruptRecordError(
+                f"a commit's batches end at {int(entries.last_offsets[-1]) + 1}, its header at {body.end_offset}",
+                file=self.remote_directory,
+            )
+        self.append_replica(Batches(buf, entries), body.base_offset)
+
+    def _apply_log_start(self, offset: int) -> None:
+        """Raise the replica's log start and retire its segments wholly below it, as retention would."""
+        PartitionLog.raise_log_start_offset(self, offset)
+        view = PartitionLog.view(self)
+        bases = list(view.segment_bases)
+        below = [base for base, following in zip(bases, bases[1:], strict=False) if following <= offset]
+        if below:
+            PartitionLog.delete_segments(self, below)
+
+    # -- reading: the replica, once it has followed -------------------------------------------------
+
+    def view(self) -> LogView:
+        self.follow()
+        return super().view()
+
+    def _read_arrow(
+        self,
+        start_offset: int | None,
+        end_offset: int | None,
+        include_headers: bool,
+        max_chunk_bytes: int,
+        committed: bool,
+    ) -> Iterator[pa.RecordBatch]:
+        self.follow()
+        yield from super()._read_arrow(start_offset, end_offset, include_headers, max_chunk_bytes, committed)
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        self.follow()
+        return super().aborted_transactions(start_offset, end_offset)
+
+    @property
+    def topic_id(self) -> str | None:
+        path = f"{self.remote_directory}/{checkpoints.PARTITION_METADATA}"
+        return checkpoints.read_partition_metadata(self.remote, path)
+
+    # -- writing: a commit per append --------------------------------------------------------------
+
+    def _append_all(self, pieces: Sequence[Batches]) -> AppendInfo:
+        """Commit the checked pieces as one append, then apply the commit to the replica."""
+        pieces = [piece for piece in pieces if len(piece.entries)]
+        if not pieces:
+            end = self.log_end_offset
+            return AppendInfo(end, end - 1, 0, -1, -1)
+        with self._applied.exclusive() as record:
+            latest = self._commits.latest()
+            base = self._apply_through(record, latest)
+            following = latest.number if latest is not None else -1
+            batches, info = self.prepared_append(pieces)
+            if not len(batches.entries):
+                return info  # every batch repeats one already in the log
+
+            def build(number: int, previous: Commit | None) -> bytes:
+                nonlocal base, following, batches, info
+                if previous is not None and previous.number != following:
+                    base = self._apply_through(record, previous)
+                    following = previous.number
+                    batches, info = self.prepared_append(pieces)
+                end = base + int((batches.entries.last_offset_deltas + 1).sum())
+                return PartitionCommit(CommitKind.BATCHES, base, end, _NO_LOG_START, batches.buf.tobytes()).encode()
+
+            commit = self._commits.append(build)
+            self.append_replica(batches, base)
+            record.write(_APPLIED.pack(commit.number, PartitionCommit.decode(commit, "").end_offset))
+            return info
+
+    def flush(self) -> None:
+        """Nothing to do: an append is durable when its commit is written."""
+
+    def raise_log_start_offset(self, offset: int) -> int:
+        """Kafka's DeleteRecords, as a commit every replica applies; returns the log start.
+
+        Raises:
+            InvalidOffsetError: ``offset`` is not an integer, or negative or past the log end.
+        """
+        if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
+            raise InvalidOffsetError(
+                f"offset {offset!r} is not valid; accepted: an offset (integer) from 0 to the log end"
+            )
+        offset = int(offset)
+        with self._applied.exclusive() as record:
+            latest = self._commits.latest()
+            end = self._apply_through(record, latest)
+            start = PartitionLog.view(self).log_start_offset
+            if not 0 <= offset <= end:
+                raise InvalidOffsetError(
+                    f"cannot delete records of {self.topic}-{self.partition} below offset {offset}: accepted 0 to "
+                    f"the log end {end}"
+                )
+            if offset <= start:
+                return start
+            following = latest.number if latest is not None else -1
+
+            def build(number: int, previous: Commit | None) -> bytes:
+                nonlocal end, following
+                if previous is not None and previous.number != following:
+                    end = self._apply_through(record, previous)
+                    following = previous.number
+                return PartitionCommit(CommitKind.LOG_START, end, end, min(offset, end)).encode()
+
+            commit = self._commits.append(build)
+            self._apply_log_start(PartitionCommit.decode(commit, "").log_start_offset)
+            record.write(_APPLIED.pack(commit.number, end))
+            return PartitionLog.view(self).log_start_offset
+
+    def delete_segments(self, bases: Sequence[int]) -> int:
+        """Retention on an object store: the log start moves past ``bases`` by a commit, and every replica
+        retires the segments below it."""
+        segment_bases = list(PartitionLog.view(self).segment_bases)
+        if list(bases) != segment_bases[: len(bases)] or len(bases) >= len(segment_bases):
+            raise InvalidOffsetError(
+                f"segments {list(bases)} of {self.topic}-{self.partition} are not its oldest inactive segments"
+            )
+        return self.raise_log_start_offset(segment_bases[len(bases)])
+
+    def replace_segments(self, old_bases: Sequence[int], cleaned_base: int) -> None:
+        raise PySparkLogError(
+            f"{self.remote_directory}: compaction of a log on an object store is not supported yet; "
+            f"cleanup.policy=compact topics belong on a filesystem log directory"
+        )

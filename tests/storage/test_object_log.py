@@ -1,0 +1,230 @@
+"""A partition log on an object store (``storage.object_log``): commits are the log, and every process's local
+replica follows them. Against a real S3-compatible server process (tests/s3_server.py)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from pysparklog import BatchSettings, LogConfig
+from pysparklog.errors import CorruptRecordError, InvalidOffsetError, OutOfOrderSequenceError
+from pysparklog.storage.commit_log import CommitLog
+from pysparklog.storage.io import PutMode, Storage
+from pysparklog.storage.io.object_store import ObjectStorage
+from pysparklog.storage.object_log import APPLIED_FILE, ObjectPartitionLog
+from pysparklog.storage.records.arrow_records import encode_arrow
+from pysparklog.storage.records.default_records import TimestampType
+from pysparklog.storage.retention import run_retention
+from tests.conftest import keyed_table, read_all
+from tests.storage.conftest import BUCKET
+from tests.storage.fault_proxy import FAULTS
+from tests.storage.test_transactions import ABORT, COMMIT, Model, Producers, check_against, plain
+
+WRITERS = 4
+APPENDS = 12
+
+
+def _storage(root: str, endpoint: str | None = None) -> ObjectStorage:
+    return ObjectStorage(f"s3://{BUCKET}/{root.strip('/')}", {"aws_endpoint": endpoint} if endpoint else None)
+
+
+@pytest.fixture
+def remote(s3_endpoint: str, tmp_path: Path) -> ObjectStorage:
+    return _storage(str(tmp_path / "logs"))
+
+
+def _open(storage: Storage, cache: Path, **config: Any) -> ObjectPartitionLog:
+    return ObjectPartitionLog(storage, "t", 0, LogConfig(**config), cache_dir=str(cache))
+
+
+def _values(log: ObjectPartitionLog, *args: Any, **kwargs: Any) -> list[bytes]:
+    values: list[bytes] = read_all(log, *args, **kwargs).column("value").to_pylist() if log.log_end_offset else []
+    return values
+
+
+def test_appends_through_one_replica_are_read_through_another(remote: ObjectStorage, tmp_path: Path) -> None:
+    writer, reader = _open(remote, tmp_path / "a"), _open(remote, tmp_path / "b")
+    first = writer.append_arrow(keyed_table(10))
+    second = reader.append_arrow(keyed_table(5, start=10))
+    assert (first.first_offset, first.last_offset, second.first_offset, second.last_offset) == (0, 9, 10, 14)
+    expected = keyed_table(15).column("value").to_pylist()
+    assert _values(writer) == expected and _values(reader) == expected
+    table = read_all(reader, 12)
+    assert table.column("offset").to_pylist() == [12, 13, 14]
+    assert writer.offset_for_timestamp(1_700_000_000_012) == (12, 1_700_000_000_012)
+    commits = CommitLog(remote, remote.join("t-0"))
+    latest = commits.latest()
+    assert latest is not None and latest.number == 1, "one commit object per append"
+
+
+def test_log_append_time_is_stamped_once_and_every_replica_keeps_it(remote: ObjectStorage, tmp_path: Path) -> None:
+    writer = _open(remote, tmp_path / "a", message_timestamp_type=TimestampType.LOG_APPEND_TIME)
+    info = writer.append_arrow(keyed_table(3))
+    assert info.log_append_time_ms > 0
+    for cache in ("a", "b"):
+        stamps = read_all(_open(remote, tmp_path / cache), 0).column("timestamp").cast(pa.int64()).to_pylist()
+        assert stamps == [info.log_append_time_ms] * 3
+
+
+def test_transactions_through_alternating_replicas_match_kafkas_rules(remote: ObjectStorage, tmp_path: Path) -> None:
+    """The transaction model of test_transactions, its appends made through two replicas in turn."""
+    rng = random.Random(3)
+    logs = [_open(remote, tmp_path / name, segment_bytes=1500) for name in ("a", "b")]
+    producers, model = Producers(), Model()
+    for step in range(40):
+        pid, roll = rng.randrange(3), rng.random()
+        if roll < 0.5:
+            n = rng.randrange(1, 4)
+            data = producers.data(pid, n, model.end)
+            model.data(pid, n)
+        elif roll < 0.8:
+            kind = rng.choice([COMMIT, ABORT])
+            data = producers.marker(pid, kind)
+            model.marker(pid, kind)
+        else:
+            data = plain(2, model.end)
+            model.plain(2)
+        assert logs[step % 2].append(data).last_offset == model.end - 1
+    assert len(model.aborted) >= 2
+    for log in logs:
+        check_against(log, model, rng)
+    check_against(_open(remote, tmp_path / "fresh", segment_bytes=1500), model, rng)  # replayed from the commits
+
+
+def test_an_idempotent_retry_through_another_replica_is_recognised(remote: ObjectStorage, tmp_path: Path) -> None:
+    settings = BatchSettings(producer_id=7, producer_epoch=0, base_sequence=0)
+    (batch,) = encode_arrow(keyed_table(4), settings)
+    data = batch.data.tobytes()
+    first = _open(remote, tmp_path / "a").append(data)
+    retried = _open(remote, tmp_path / "b").append(data)
+    assert (retried.first_offset, retried.last_offset) == (first.first_offset, first.last_offset) == (0, 3)
+    assert _open(remote, tmp_path / "c").log_end_offset == 4
+    (gap,) = encode_arrow(keyed_table(1), BatchSettings(producer_id=7, producer_epoch=0, base_sequence=9))
+    with pytest.raises(OutOfOrderSequenceError):
+        _open(remote, tmp_path / "b").append(gap.data.tobytes())
+    latest = CommitLog(remote, remote.join("t-0")).latest()
+    assert latest is not None and latest.number == 0, "nothing committed for a repeat or a gap"
+
+
+def test_delete_records_and_retention_reach_every_replica(remote: ObjectStorage, tmp_path: Path) -> None:
+    a = _open(remote, tmp_path / "a", segment_bytes=2000, retention_bytes=3000, retention_ms=-1)
+    b = _open(remote, tmp_path / "b", segment_bytes=2000, retention_bytes=3000, retention_ms=-1)
+    for i in range(8):
+        a.append_arrow(keyed_table(5, start=5 * i))
+    assert b.raise_log_start_offset(7) == 7 and a.log_start_offset == 7
+    with pytest.raises(InvalidOffsetError):
+        a.raise_log_start_offset(41)
+    result = run_retention(a)
+    assert result.deleted, "retention.bytes left segments to delete"
+    assert b.log_start_offset == a.log_start_offset == result.log_start_offset > 7
+    assert read_all(b).column("offset").to_pylist()[0] == result.log_start_offset
+    assert [s.base_offset for s in b.segments()][0] <= result.log_start_offset
+
+
+def test_a_replica_ahead_of_its_record_or_deleted_is_brought_back(remote: ObjectStorage, tmp_path: Path) -> None:
+    """A process that died between appending a commit to its replica and recording it; then a cache wiped."""
+    log = _open(remote, tmp_path / "a")
+    log.append_arrow(keyed_table(3))
+    record = Path(log.directory) / APPLIED_FILE
+    before = record.read_bytes()
+    log.append_arrow(keyed_table(2, start=3))
+    record.write_bytes(before)  # the record of the first commit only, the replica holding both
+    _open(remote, tmp_path / "b").append_arrow(keyed_table(1, start=5))
+    reopened = _open(remote, tmp_path / "a")
+    assert _values(reopened) == keyed_table(6).column("value").to_pylist()
+    shutil.rmtree(tmp_path / "a")
+    assert _values(_open(remote, tmp_path / "a")) == keyed_table(6).column("value").to_pylist()
+
+
+def test_a_damaged_commit_is_a_typed_error_naming_it(remote: ObjectStorage, tmp_path: Path) -> None:
+    _open(remote, tmp_path / "a").append_arrow(keyed_table(2))
+    path = CommitLog(remote, remote.join("t-0")).path(1)
+    remote.put(path, b"PSLC\x00\x00\x00\x01w" + bytes(20), mode=PutMode.CREATE)
+    with pytest.raises(CorruptRecordError) as raised:
+        _open(remote, tmp_path / "b").log_end_offset  # noqa: B018  # the read is the point
+    assert path in str(raised.value)
+
+
+# -- many processes ---------------------------------------------------------------------------------
+
+
+def _append_many(root: str, endpoint: str | None, cache: str, tag: str) -> None:
+    log = ObjectPartitionLog(_storage(root, endpoint), "t", 0, cache_dir=cache)
+    for i in range(APPENDS):
+        log.append_arrow(pa.table({"value": [f"{tag}:{i}:{j}".encode() for j in range(3)]}))
+
+
+def _poll(root: str, endpoint: str | None, cache: str, seen: Any, stop: Any) -> None:
+    """Read the whole log until told to stop, recording each read's values."""
+    log = ObjectPartitionLog(_storage(root, endpoint), "t", 0, cache_dir=cache)
+    while not stop.is_set():
+        if log.log_end_offset:
+            seen.put(read_all(log).column("value").to_pylist())
+
+
+def _run_writers_and_a_reader(root: str, endpoint: str | None, tmp_path: Path) -> list[list[bytes]]:
+    context = multiprocessing.get_context("spawn")  # obstore's runtime does not survive a fork
+    seen, stop = context.Queue(), context.Event()
+    reader = context.Process(target=_poll, args=(root, endpoint, str(tmp_path / "reader"), seen, stop))
+    reader.start()
+    # Two writers share one host's cache (one replica, its lock), the others have their own.
+    caches = [str(tmp_path / name) for name in ("w0", "w0", "w2", "w3")]
+    writers = [context.Process(target=_append_many, args=(root, endpoint, caches[n], f"w{n}")) for n in range(WRITERS)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(300)
+        assert writer.exitcode == 0
+    stop.set()
+    observed = []
+    while reader.is_alive() or not seen.empty():
+        try:
+            observed.append(seen.get(timeout=1))
+        except queue.Empty:
+            reader.join(1)
+    return observed
+
+
+def _check_every_append_once_in_order(values: list[bytes], observed: list[list[bytes]]) -> None:
+    expected = {f"w{n}:{i}:{j}".encode() for n in range(WRITERS) for i in range(APPENDS) for j in range(3)}
+    assert sorted(values) == sorted(expected), "every acknowledged record once"
+    for n in range(WRITERS):
+        mine = [v for v in values if v.startswith(f"w{n}:".encode())]
+        assert mine == sorted(mine, key=lambda v: tuple(int(x) for x in v.split(b":")[1:])), "one writer's order"
+    for i in range(0, len(values), 3):  # an append's records are contiguous
+        assert len({v.rsplit(b":", 1)[0] for v in values[i : i + 3]}) == 1
+    assert observed, "the reader read while the writers wrote"
+    for read in observed:
+        assert read == values[: len(read)], "what a reader saw stays as it saw it"
+
+
+@pytest.mark.slow
+def test_processes_appending_to_one_partition_get_dense_offsets(remote: ObjectStorage, tmp_path: Path) -> None:
+    root = remote.root.removeprefix(f"s3://{BUCKET}")
+    observed = _run_writers_and_a_reader(root, None, tmp_path)
+    log = _open(remote, tmp_path / "check")
+    table = read_all(log)
+    assert table.column("offset").to_pylist() == list(range(WRITERS * APPENDS * 3)), "dense offsets"
+    _check_every_append_once_in_order(table.column("value").to_pylist(), observed)
+
+
+@pytest.mark.slow
+def test_processes_appending_through_failing_requests_lose_and_repeat_nothing(
+    faulty_s3_endpoint: tuple[str, Path], tmp_path: Path
+) -> None:
+    proxy, faults = faulty_s3_endpoint
+    root = str(tmp_path / "faults")
+    observed = _run_writers_and_a_reader(root, proxy, tmp_path)
+    made = faults.read_text().splitlines()
+    assert {line.split(":")[0] for line in made} == {f"fault {kind}" for kind in FAULTS}, "every kind of fault"
+    log = _open(_storage(root), tmp_path / "check")  # straight to the server
+    table = read_all(log)
+    assert table.column("offset").to_pylist() == list(range(WRITERS * APPENDS * 3))
+    _check_every_append_once_in_order(table.column("value").to_pylist(), observed)
