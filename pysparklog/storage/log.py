@@ -522,6 +522,21 @@ class PartitionLog:
             else:
                 self._writer.append_batches(record, active, [piece], stamp=False)
 
+    def truncate_fully_and_start_at(self, offset: int, producer_snapshot: bytes | None = None) -> None:
+        """Empty the log and start it again at ``offset`` (Kafka's ``truncateFullyAndStartAt``), with the
+        producers' state of ``producer_snapshot`` (a ``.snapshot`` file's bytes) there: how a replica that
+        cannot follow from where it is (what it lacks is gone) starts over."""
+        with self._write_mutex, self._lock.exclusive() as record:
+            for base in self._segments.list():
+                self._segments.delete(base)
+            self._producers.remove_snapshots(self._producers.snapshot_offsets())
+            if producer_snapshot is not None:
+                self.storage.put(self._producers.snapshot_path(offset), producer_snapshot)
+            self._segments.create(offset)
+            writer = self._writer
+            writer.config = self.config
+            writer.active = writer.recover(record, offset)
+
     def flush(self) -> None:
         """fsync everything appended so far and record it as the recovery point."""
         with self._write_mutex, self._lock.exclusive() as record:

@@ -48,11 +48,15 @@ from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLog
 from pysparklog.storage import checkpoints
 from pysparklog.storage.commit_log import Commit, CommitLog
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.io import LockedRecord, Storage
+from pysparklog.storage.io import LockedRecord, Storage, read_if_exists
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_state import LogView
 from pysparklog.storage.log_writer import AppendInfo
+from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from pysparklog.storage.records.memory_records import scan, verify_crcs
+from pysparklog.storage.sealing import SEALED, Manifest, Manifests, SealedSegment
+from pysparklog.storage.segment import LOG_SUFFIX, filename_prefix
+from pysparklog.storage.segment_indexes import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from pysparklog.storage.transaction_index import AbortedTxn
 from pysparklog.storage.validator import Batches
 
@@ -62,6 +66,10 @@ APPLIED_FILE = "commit.applied"
 _BODY = struct.Struct(">bqqq")
 _APPLIED = struct.Struct(">qq")
 _NO_LOG_START = -1
+#: How many commits a partition gathers before its writer seals them into segments.
+SEAL_COMMITS = 1000
+#: The files of a sealed segment, as Kafka names them (a ``.txnindex`` only where a transaction aborted).
+_SEALED_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 
 
 class CommitKind(enum.IntEnum):
@@ -131,6 +139,7 @@ class ObjectPartitionLog(PartitionLog):
         partition: The partition.
         config: The topic's configs (a callable is asked again at each append).
         cache_dir: The directory of the replicas (default: ``cache_root()``).
+        seal_commits: A writer seals the commits after the last manifest once there are this many.
     """
 
     def __init__(
@@ -141,12 +150,16 @@ class ObjectPartitionLog(PartitionLog):
         config: LogConfig | Callable[[], LogConfig] | None = None,
         *,
         cache_dir: str | None = None,
+        seal_commits: int = SEAL_COMMITS,
     ) -> None:
         replicas = replica_directory(storage.root, cache_dir)
         super().__init__(os.path.join(replicas, f"{topic}-{partition}"), config, checkpoint_dir=replicas)
         self.remote = storage
         self.remote_directory = storage.join(f"{topic}-{partition}")
         self._commits = CommitLog(storage, self.remote_directory)
+        self._manifests = Manifests(storage, self.remote_directory)
+        self.seal_commits = seal_commits
+        self._committed_log_start = 0  # the highest log start of the commits this object applied
         self._applied = self.storage.lock(f"{self.directory}/{APPLIED_FILE}")
 
     def __repr__(self) -> str:
@@ -170,6 +183,8 @@ class ObjectPartitionLog(PartitionLog):
         applied, end = self._reconciled(record)
         if last is None or last.number <= applied:
             return end
+        if self._commits.read(applied + 1) is None:  # sealed, and deleted once a later manifest covered it
+            applied, end = self._apply_sealed(record, applied, end)
         for commit in self._commits.read_range(applied + 1, last):
             body = PartitionCommit.decode(commit, self._commits.path(commit.number))
             if body.base_offset != end:
@@ -182,6 +197,35 @@ class ObjectPartitionLog(PartitionLog):
             record.write(_APPLIED.pack(commit.number, body.end_offset))
             end = body.end_offset
         return end
+
+    def _apply_sealed(self, record: LockedRecord, applied: int, end: int) -> tuple[int, int]:
+        """Follow the sealed segments of the last manifest from ``end`` (the commits after ``applied`` are
+        gone); a replica that cannot continue from ``end`` (it is empty, or retention removed what it lacks)
+        starts over where the sealed segments start, as a Kafka follower does."""
+        manifest = self._manifests.latest()
+        if manifest is None or manifest.commit <= applied:
+            raise CorruptRecordError(
+                f"commit {applied + 1} of {self.remote_directory} is missing and no manifest covers it",
+                file=self._commits.path(applied + 1),
+            )
+        needed = [segment for segment in manifest.segments if segment.end_offset > end]
+        if not needed or needed[0].base_offset > end:
+            start = needed[0].base_offset if needed else manifest.end_offset
+            self.truncate_fully_and_start_at(start, self._manifests.snapshot(manifest, needed[0] if needed else None))
+            end = start
+        for segment in needed:
+            for batches in self._manifests.sealed_batches(segment, end):
+                self.append_replica(batches, end)
+                end = int(batches.entries.last_offsets[-1]) + 1
+        if end != manifest.end_offset:
+            raise CorruptRecordError(
+                f"the sealed segments of manifest {manifest.generation} end at {end}, not {manifest.end_offset}",
+                file=self._manifests.path(manifest.generation),
+            )
+        if manifest.log_start_offset > PartitionLog.view(self).log_start_offset:
+            self._apply_log_start(manifest.log_start_offset)
+        record.write(_APPLIED.pack(manifest.commit, end))
+        return manifest.commit, end
 
     def _reconciled(self, record: LockedRecord) -> tuple[int, int]:
         """The last commit the replica holds and its log end, checked against the replica's own log end.
@@ -220,6 +264,7 @@ class ObjectPartitionLog(PartitionLog):
     def _apply(self, body: PartitionCommit) -> None:
         """Append one commit to the replica (nothing when the replica already ends where it ends)."""
         if body.kind == CommitKind.LOG_START:
+            self._committed_log_start = max(self._committed_log_start, body.log_start_offset)
             self._apply_log_start(body.log_start_offset)
             return
         if body.end_offset == body.base_offset:
@@ -300,10 +345,98 @@ class ObjectPartitionLog(PartitionLog):
             commit = self._commits.append(build)
             self.append_replica(batches, base)
             record.write(_APPLIED.pack(commit.number, PartitionCommit.decode(commit, "").end_offset))
-            return info
+        if commit.number - self._sealed_through >= self.seal_commits:
+            self._manifests.latest()  # another process may have sealed them
+            if commit.number - self._sealed_through >= self.seal_commits:
+                self.seal()
+        return info
 
     def flush(self) -> None:
         """Nothing to do: an append is durable when its commit is written."""
+
+    # -- sealing ------------------------------------------------------------------------------------
+
+    @property
+    def _sealed_through(self) -> int:
+        """The last commit the last manifest this process knows covers (-1: none)."""
+        known = self._manifests.known
+        return known.commit if known is not None else -1
+
+    def seal(self) -> Manifest | None:
+        """Seal the commits after the last manifest into Kafka segments under a new manifest (``sealing``);
+        None when there is nothing to seal or another sealer sealed first.
+
+        The segments are built by a scratch replica primed at the last manifest's end, so that they are
+        exactly what the engine writes, and follow the sealed ones whatever this process's replica rolled.
+        """
+        previous = self._manifests.latest()
+        latest = self._commits.latest()
+        if latest is None or (previous is not None and latest.number <= previous.commit):
+            return None
+        generation = previous.generation + 1 if previous is not None else 0
+        sealed_dir = f"{SEALED}/{generation}-{self._commits.writer_id}"
+        scratch_root = f"{self.checkpoint_dir}/sealing-{self._commits.writer_id}"
+        scratch = ObjectPartitionLog(self.remote, self.topic, self.partition, self.config, cache_dir=scratch_root)
+        try:
+            if previous is not None:
+                scratch.truncate_fully_and_start_at(previous.end_offset, self._manifests.snapshot(previous))
+            with scratch._applied.exclusive() as record:
+                if previous is not None:
+                    record.write(_APPLIED.pack(previous.commit, previous.end_offset))
+                end = scratch._apply_through(record, latest)
+            PartitionLog.roll(scratch)
+            view = PartitionLog.view(scratch)
+            bases = list(view.segment_bases)
+            segments = [SealedSegment(b, e, sealed_dir) for b, e in zip(bases, bases[1:], strict=False)]
+            uploaded = self._upload(scratch, sealed_dir, segments, end)
+            log_start = max(scratch._committed_log_start, previous.log_start_offset if previous is not None else 0)
+            earlier = previous.segments if previous is not None else ()
+            manifest = Manifest(
+                generation,
+                previous.commit + 1 if previous is not None else 0,
+                latest.number,
+                end,
+                log_start,
+                f"{sealed_dir}/{filename_prefix(end)}{SNAPSHOT_SUFFIX}",
+                tuple(s for s in (*earlier, *segments) if s.end_offset > log_start),
+            )
+            if not self._manifests.create(manifest):
+                for path in uploaded:
+                    self.remote.delete(path)
+                return None
+        finally:
+            scratch.close()
+            scratch.storage.delete_tree(scratch_root)
+        if previous is not None:
+            self._retire(previous, manifest)
+        return manifest
+
+    def _upload(
+        self, scratch: ObjectPartitionLog, sealed_dir: str, segments: list[SealedSegment], end: int
+    ) -> list[str]:
+        """Put the scratch replica's files of ``segments`` and its producer snapshot at ``end``; returns the paths."""
+        uploaded = []
+        local = [(segment.base_offset, suffix) for segment in segments for suffix in _SEALED_SUFFIXES]
+        for offset, suffix in [*local, (end, SNAPSHOT_SUFFIX)]:
+            name = filename_prefix(offset) + suffix
+            data = read_if_exists(scratch.storage, f"{scratch.directory}/{name}")
+            if data is None:
+                continue  # no .txnindex without an abort; no snapshot where no producer wrote
+            path = f"{self.remote_directory}/{sealed_dir}/{name}"
+            self.remote.put(path, data)
+            uploaded.append(path)
+        return uploaded
+
+    def _retire(self, previous: Manifest, manifest: Manifest) -> None:
+        """Delete what ``manifest`` made unneeded one generation late: the commits ``previous`` covered and
+        the sealed segments retention dropped."""
+        for number in range(previous.first_commit, previous.commit + 1):
+            self.remote.delete(self._commits.path(number))
+        kept = {(s.directory, s.base_offset) for s in manifest.segments}
+        for segment in previous.segments:
+            if (segment.directory, segment.base_offset) not in kept:
+                for suffix in _SEALED_SUFFIXES:
+                    self.remote.delete(segment.path(self.remote_directory, suffix))
 
     def raise_log_start_offset(self, offset: int) -> int:
         """Kafka's DeleteRecords, as a commit every replica applies; returns the log start.

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pysparklog import BatchSettings, LogConfig
+from pysparklog import BatchSettings, LogConfig, LogDirectory
 from pysparklog.errors import CorruptRecordError, InvalidOffsetError, OutOfOrderSequenceError
 from pysparklog.storage.commit_log import CommitLog
 from pysparklog.storage.io import PutMode, Storage
@@ -22,7 +22,10 @@ from pysparklog.storage.object_log import APPLIED_FILE, ObjectPartitionLog
 from pysparklog.storage.records.arrow_records import encode_arrow
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.retention import run_retention
+from pysparklog.storage.sealing import Manifest, Manifests
+from tests.cli.test_dump_log import assert_like_kafka
 from tests.conftest import keyed_table, read_all
+from tests.interop.kafka_tools import DumpLogSegments
 from tests.storage.conftest import BUCKET
 from tests.storage.fault_proxy import FAULTS
 from tests.storage.test_transactions import ABORT, COMMIT, Model, Producers, check_against, plain
@@ -40,8 +43,8 @@ def remote(s3_endpoint: str, tmp_path: Path) -> ObjectStorage:
     return _storage(str(tmp_path / "logs"))
 
 
-def _open(storage: Storage, cache: Path, **config: Any) -> ObjectPartitionLog:
-    return ObjectPartitionLog(storage, "t", 0, LogConfig(**config), cache_dir=str(cache))
+def _open(storage: Storage, cache: Path, seal_commits: int = 1000, **config: Any) -> ObjectPartitionLog:
+    return ObjectPartitionLog(storage, "t", 0, LogConfig(**config), cache_dir=str(cache), seal_commits=seal_commits)
 
 
 def _values(log: ObjectPartitionLog, *args: Any, **kwargs: Any) -> list[bytes]:
@@ -76,7 +79,7 @@ def test_log_append_time_is_stamped_once_and_every_replica_keeps_it(remote: Obje
 def test_transactions_through_alternating_replicas_match_kafkas_rules(remote: ObjectStorage, tmp_path: Path) -> None:
     """The transaction model of test_transactions, its appends made through two replicas in turn."""
     rng = random.Random(3)
-    logs = [_open(remote, tmp_path / name, segment_bytes=1500) for name in ("a", "b")]
+    logs = [_open(remote, tmp_path / name, seal_commits=9, segment_bytes=1500) for name in ("a", "b")]
     producers, model = Producers(), Model()
     for step in range(40):
         pid, roll = rng.randrange(3), rng.random()
@@ -93,9 +96,13 @@ def test_transactions_through_alternating_replicas_match_kafkas_rules(remote: Ob
             model.plain(2)
         assert logs[step % 2].append(data).last_offset == model.end - 1
     assert len(model.aborted) >= 2
+    manifest = Manifests(remote, remote.join("t-0")).latest()
+    assert manifest is not None and manifest.generation >= 2, "the writers sealed as they went"
+    assert CommitLog(remote, remote.join("t-0")).read(0) is None, "commits under an older manifest are gone"
     for log in logs:
         check_against(log, model, rng)
-    check_against(_open(remote, tmp_path / "fresh", segment_bytes=1500), model, rng)  # replayed from the commits
+    # A new replica follows the sealed segments, then the commits after them.
+    check_against(_open(remote, tmp_path / "fresh", segment_bytes=1500), model, rng)
 
 
 def test_an_idempotent_retry_through_another_replica_is_recognised(remote: ObjectStorage, tmp_path: Path) -> None:
@@ -228,3 +235,84 @@ def test_processes_appending_through_failing_requests_lose_and_repeat_nothing(
     table = read_all(log)
     assert table.column("offset").to_pylist() == list(range(WRITERS * APPENDS * 3))
     _check_every_append_once_in_order(table.column("value").to_pylist(), observed)
+
+
+# -- sealing ------------------------------------------------------------------------------------------
+
+
+def _download(remote: ObjectStorage, manifest: Manifest, target: Path) -> list[Path]:
+    """A manifest's sealed segment files, downloaded into ``target`` under their own names."""
+    target.mkdir(parents=True)
+    files = []
+    for segment in manifest.segments:
+        directory = f"{remote.join('t-0')}/{segment.directory}"
+        for name in remote.list(directory):
+            if name.startswith(f"{segment.base_offset:020d}."):
+                (target / name).write_bytes(remote.read(f"{directory}/{name}"))
+                files.append(target / name)
+    return files
+
+
+def test_sealed_segments_are_kafka_segments_a_filesystem_log_reads(remote: ObjectStorage, tmp_path: Path) -> None:
+    log = _open(remote, tmp_path / "a", seal_commits=4, segment_bytes=3000)
+    for i in range(10):
+        log.append_arrow(keyed_table(10, start=10 * i))
+    manifest = Manifests(remote, remote.join("t-0")).latest()
+    assert manifest is not None and manifest.commit >= 7
+    assert [s.base_offset for s in manifest.segments][0] == 0
+    files = _download(remote, manifest, tmp_path / "copy" / "t-0")
+    assert {f.suffix for f in files} >= {".log", ".index", ".timeindex"}
+    copied = LogDirectory(tmp_path / "copy").partition("t", 0)
+    assert copied.log_end_offset == manifest.end_offset
+    assert read_all(copied).column("value").to_pylist() == keyed_table(manifest.end_offset).column("value").to_pylist()
+
+
+@pytest.mark.interop
+def test_kafka_dumps_sealed_segments(remote: ObjectStorage, tmp_path: Path, kafka_dump_log: DumpLogSegments) -> None:
+    log = _open(remote, tmp_path / "a", seal_commits=3, segment_bytes=2000)
+    for i in range(6):
+        log.append_arrow(keyed_table(8, start=8 * i))
+    manifest = Manifests(remote, remote.join("t-0")).latest()
+    assert manifest is not None
+    files = [f for f in _download(remote, manifest, tmp_path / "t-0") if f.suffix in (".log", ".index", ".timeindex")]
+    out = assert_like_kafka(kafka_dump_log, sorted(files), "--deep-iteration")
+    assert out.count("baseOffset:") == manifest.commit + 1, "one batch per append"
+
+
+def test_retention_drops_sealed_segments_and_a_new_replica_starts_at_the_log_start(
+    remote: ObjectStorage, tmp_path: Path
+) -> None:
+    log = _open(remote, tmp_path / "a", seal_commits=1000, segment_bytes=2000)
+    for i in range(12):
+        log.append_arrow(keyed_table(5, start=5 * i))
+    first = log.seal()
+    assert first is not None and len(first.segments) > 3
+    log.raise_log_start_offset(33)
+    log.append_arrow(keyed_table(5, start=60))
+    second = log.seal()
+    assert second is not None and second.log_start_offset == 33
+    assert second.segments[0].base_offset <= 33 < second.segments[0].end_offset
+    dropped = [s for s in first.segments if s.end_offset <= 33]
+    assert dropped and all(
+        not remote.list(f"{remote.join('t-0')}/{s.directory}")
+        or f"{s.base_offset:020d}.log" not in remote.list(f"{remote.join('t-0')}/{s.directory}")
+        for s in dropped
+    ), "retention removed the dropped segments' objects"
+    assert CommitLog(remote, remote.join("t-0")).read(first.commit) is None, "the first manifest's commits are gone"
+    fresh = _open(remote, tmp_path / "fresh")
+    assert fresh.log_start_offset == 33 and fresh.log_end_offset == 65
+    assert read_all(fresh).column("value").to_pylist() == keyed_table(65).column("value").to_pylist()[33:]
+    assert log.seal() is None, "nothing new to seal"
+
+
+def test_a_sealer_that_loses_the_manifest_leaves_nothing(
+    remote: ObjectStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = _open(remote, tmp_path / "a"), _open(remote, tmp_path / "b")
+    a.append_arrow(keyed_table(5))
+    stale = b._manifests.latest()  # none yet
+    assert a.seal() is not None
+    monkeypatch.setattr(b._manifests, "latest", lambda: stale)  # b decided to seal before a's manifest
+    assert b.seal() is None
+    sealed = remote.list(f"{remote.join('t-0')}/sealed")
+    assert sealed == [f"0-{a._commits.writer_id}"], "the loser's uploads are deleted"

@@ -1,0 +1,212 @@
+"""Sealed segments on an object store: a partition's commits merged into Kafka's own segment files, listed by
+numbered manifests (docs/object-storage.md).
+
+Commits are small objects, one per append; readers that start late, and Kafka's tools, want segments. A
+*sealer* (any process with the partition open: a writer past ``storage.seal.commits`` commits, or a
+maintenance pass) builds the segments that follow the last manifest from the commits after it, in a
+scratch replica primed with the manifest's producer state, so the engine's own append path writes the
+``.log``, ``.index``, ``.timeindex`` and ``.txnindex`` files and the producer ``.snapshot`` at each
+segment's base. It uploads them below ``sealed/<generation>-<writer id>/`` (a name no other sealer uses)
+and then creates ``manifests/<generation>`` only if absent: that create is the seal. A sealer that loses
+deletes what it uploaded. Once a manifest covers them, the commits the previous manifest covered are
+deleted (one generation late, so that a reader in the middle of them finishes), and a replica that finds
+a commit gone reads the sealed segments instead.
+
+A manifest, JSON::
+
+    {"version": 0, "generation": G, "first_commit": <first commit it covers>, "commit": <last commit covered>,
+     "end_offset": <offset after it>,
+     "log_start_offset": L, "snapshot": "<sealed dir>/<end offset>.snapshot",
+     "segments": [{"base_offset": b, "end_offset": e, "directory": "sealed/<G>-<writer>"}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from pysparklog.errors import CorruptRecordError, StorageConflictError
+from pysparklog.storage.commit_log import NUMBER_DIGITS
+from pysparklog.storage.io import PutMode, Storage, read_if_exists
+from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
+from pysparklog.storage.records.memory_records import scan, verify_crcs
+from pysparklog.storage.segment import LOG_SUFFIX, filename_prefix
+from pysparklog.storage.validator import Batches
+
+MANIFESTS = "manifests"
+SEALED = "sealed"
+_VERSION = 0
+#: How many bytes of a sealed ``.log`` a replica reads at a time.
+READ_CHUNK_BYTES = 8 * 1024 * 1024
+_LENGTH_AT = 8  # a batch starts with its base offset (int64), then the length of the rest (int32)
+_BATCH_HEADER = 12
+
+
+@dataclass(frozen=True, slots=True)
+class SealedSegment:
+    """One sealed segment: offsets ``base_offset`` to ``end_offset`` (exclusive), its files in ``directory``
+    (below the partition's), named as Kafka names them."""
+
+    base_offset: int
+    end_offset: int
+    directory: str
+
+    def path(self, partition_dir: str, suffix: str, offset: int | None = None) -> str:
+        name = filename_prefix(self.base_offset if offset is None else offset) + suffix
+        return f"{partition_dir}/{self.directory}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """What is sealed: the segments, the last commit they cover and the log's start and end there."""
+
+    generation: int
+    first_commit: int
+    commit: int
+    end_offset: int
+    log_start_offset: int
+    snapshot: str
+    segments: tuple[SealedSegment, ...]
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "version": _VERSION,
+                "generation": self.generation,
+                "first_commit": self.first_commit,
+                "commit": self.commit,
+                "end_offset": self.end_offset,
+                "log_start_offset": self.log_start_offset,
+                "snapshot": self.snapshot,
+                "segments": [
+                    {"base_offset": s.base_offset, "end_offset": s.end_offset, "directory": s.directory}
+                    for s in self.segments
+                ],
+            }
+        ).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, path: str) -> Manifest:
+        """The manifest in ``data``.
+
+        Raises:
+            CorruptRecordError: It is not a manifest of this version, or its segments do not follow each other.
+        """
+        try:
+            document = json.loads(data)
+            if document["version"] != _VERSION:
+                raise CorruptRecordError(
+                    f"manifest version {document['version']!r}, expected {_VERSION} (written by a newer pysparklog?)",
+                    file=path,
+                )
+            segments = tuple(
+                SealedSegment(_offset(s["base_offset"]), _offset(s["end_offset"]), str(s["directory"]))
+                for s in document["segments"]
+            )
+            manifest = cls(
+                _offset(document["generation"]),
+                _offset(document["first_commit"]),
+                _offset(document["commit"]),
+                _offset(document["end_offset"]),
+                _offset(document["log_start_offset"]),
+                str(document["snapshot"]),
+                segments,
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            raise CorruptRecordError(f"not a pysparklog manifest: {error!r}", file=path) from None
+        follows = all(a.end_offset == b.base_offset for a, b in zip(segments, segments[1:], strict=False))
+        if not follows or (segments and segments[-1].end_offset != manifest.end_offset):
+            raise CorruptRecordError("a manifest's segments do not follow each other to its end offset", file=path)
+        return manifest
+
+
+def _offset(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{value!r} is not a non-negative integer")
+    return value
+
+
+class Manifests:
+    """The manifests of one partition directory on an object store.
+
+    Args:
+        storage: The log directory's storage.
+        directory: The partition's directory, a path of ``storage``.
+    """
+
+    def __init__(self, storage: Storage, directory: str) -> None:
+        self.storage = storage
+        self.directory = directory
+        self._latest: Manifest | None = None
+
+    def path(self, generation: int) -> str:
+        return f"{self.directory}/{MANIFESTS}/{generation:0{NUMBER_DIGITS}d}"
+
+    @property
+    def known(self) -> Manifest | None:
+        """The newest manifest this object has seen, without asking the store."""
+        return self._latest
+
+    def latest(self) -> Manifest | None:
+        """The newest manifest (one listing of ``manifests/``, then a probe of the names after it)."""
+        generations = [int(n) for n in self.storage.list(f"{self.directory}/{MANIFESTS}") if n.isdigit()]
+        generation = max(generations, default=-1)
+        while generation >= 0 and (data := read_if_exists(self.storage, self.path(generation + 1))) is not None:
+            generation += 1
+            self._latest = Manifest.decode(data, self.path(generation))
+        if generation < 0:
+            return None
+        cached = self._latest
+        if cached is None or cached.generation != generation:
+            data = read_if_exists(self.storage, self.path(generation))
+            if data is None:
+                raise CorruptRecordError("a listed manifest is gone", file=self.path(generation))
+            cached = self._latest = Manifest.decode(data, self.path(generation))
+        return cached
+
+    def create(self, manifest: Manifest) -> bool:
+        """Create ``manifest`` if its generation is free; False when another sealer took it."""
+        try:
+            self.storage.put(self.path(manifest.generation), manifest.encode(), mode=PutMode.CREATE)
+        except StorageConflictError:
+            return False
+        self._latest = manifest
+        return True
+
+    def sealed_batches(self, segment: SealedSegment, start_offset: int) -> Iterator[Batches]:
+        """The batches of a sealed segment from ``start_offset`` (a batch boundary) on, a chunk of ranged
+        reads at a time, each checked.
+
+        Raises:
+            CorruptRecordError: The object is not whole batches of the segment's offsets.
+            FileNotFoundError: The segment is gone (retention dropped it from a later manifest).
+        """
+        path = segment.path(self.directory, LOG_SUFFIX)
+        position, length = 0, READ_CHUNK_BYTES
+        while data := self.storage.read(path, position, length):
+            buf = np.frombuffer(bytearray(data), dtype=np.uint8)
+            entries = scan(buf, file=path, base_position=position)
+            if not len(entries):  # one batch larger than a chunk: read it whole
+                whole = (
+                    _BATCH_HEADER + int.from_bytes(data[_LENGTH_AT:_BATCH_HEADER], "big")
+                    if len(data) >= _BATCH_HEADER
+                    else 0
+                )
+                if len(data) < length or whole <= len(data):
+                    raise CorruptRecordError("a sealed segment ends inside a batch", file=path, position=position)
+                length = whole
+                continue
+            verify_crcs(buf, entries, file=path, base_position=position)
+            keep = entries.base_offsets >= start_offset
+            if keep.any():
+                yield Batches(buf, entries.select(keep))
+            position, length = position + int(entries.stop_position), READ_CHUNK_BYTES
+
+    def snapshot(self, manifest: Manifest, segment: SealedSegment | None = None) -> bytes | None:
+        """The producer snapshot at ``segment``'s base (default: at the manifest's end), if there is one."""
+        if segment is None:
+            return read_if_exists(self.storage, f"{self.directory}/{manifest.snapshot}")
+        return read_if_exists(self.storage, segment.path(self.directory, SNAPSHOT_SUFFIX))
