@@ -265,7 +265,8 @@ class SourceOptions:
         subscription: object = (
             [list(tp) for tp in self.assign] if self.assign is not None else self.subscribe or self.subscribe_pattern
         )
-        key = json.dumps([os.path.abspath(self.path), self.strategy, subscription, self.group_id])
+        location = self.path if "://" in self.path else os.path.abspath(self.path)  # URLs are absolute already
+        key = json.dumps([location, self.strategy, subscription, self.group_id])
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
     @classmethod

@@ -500,6 +500,19 @@ def test_identity_names_the_source_not_its_starting_point() -> None:
     assert base.identity not in others and len(others) == 5
 
 
+def test_the_identity_of_a_source_on_an_object_store_is_the_same_in_every_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def identity(path: str) -> str:
+        return SourceOptions.parse({"path": path, "subscribe": "t"}, streaming=True).identity
+
+    monkeypatch.chdir(tmp_path)
+    here = identity("s3://bucket/logs")
+    monkeypatch.chdir("/")
+    assert identity("s3://bucket/logs") == here, "a driver and its executors run in different directories"
+    assert identity("s3://bucket/other") != here
+
+
 # -- offset JSON --------------------------------------------------------------------------------------------
 
 
