@@ -32,7 +32,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from examples.common import example_parser, fresh_dir, heading, print_result, spark_session
+from examples.common import example_parser, fresh_log_dir, heading, print_result, spark_session
 from pysparklog import LogDirectory, Producer
 from pysparklog.cli.log_cleaner import describe
 from pysparklog.storage.cleaner import run_cleaner
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=200, help="users (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=40, help="rounds of updates (default: %(default)s)")
     args = parser.parse_args(argv)
-    log_dir = fresh_dir(args.log_dir)
+    log_dir = fresh_log_dir(args.log_dir)
     changes = user_updates(args.users, args.rounds)
     expected = expected_table(changes)
 

@@ -71,6 +71,30 @@ def fresh_dir(path: str | Path) -> Path:
     return path
 
 
+def log_location(text: str) -> str:
+    """A ``--log-dir``: an object-store URL (``s3://bucket/prefix``) as given, a path made absolute."""
+    return text if "://" in text else str(Path(text).resolve())
+
+
+def fresh_log_dir(location: str | Path) -> str:
+    """``fresh_dir`` for a log directory, which may be an object-store URL: there the marker is an object and
+    deleting the directory deletes the objects below its prefix.
+
+    Raises:
+        SystemExit: The location holds something without the examples' marker.
+    """
+    location = str(location)
+    if "://" not in location:
+        return str(fresh_dir(location))
+    storage = LogDirectory(location).storage
+    names = storage.list(storage.root)
+    if names and MARKER not in names:
+        raise SystemExit(f"refusing to delete {location}: it is not empty and no example made it; choose another")
+    storage.delete_tree(storage.root)
+    storage.put(storage.join(MARKER), b"made by a pysparklog example; deleted by its next run\n")
+    return location
+
+
 def example_parser(script: str, doc: str | None, *, work_dir: bool = True) -> argparse.ArgumentParser:
     """An example's argument parser: its docstring as the description, ``--log-dir`` and (when it needs one)
     ``--work-dir``, both defaulting to ``data/examples/<name>/`` in the checkout.
@@ -86,9 +110,10 @@ def example_parser(script: str, doc: str | None, *, work_dir: bool = True) -> ar
     )
     parser.add_argument(
         "--log-dir",
-        type=Path,
-        default=default_dir(name, "logs"),
-        help="the pysparklog log directory; deleted and re-created at the start (default: %(default)s)",
+        type=log_location,
+        default=str(default_dir(name, "logs")),
+        help="the pysparklog log directory, a path or an object-store URL (s3://bucket/prefix); deleted and "
+        "re-created at the start (default: %(default)s)",
     )
     if work_dir:
         parser.add_argument(

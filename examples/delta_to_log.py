@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from examples.common import (
     example_parser,
     fresh_dir,
+    fresh_log_dir,
     heading,
     print_result,
     run_until_caught_up,
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = example_parser(__file__, __doc__)
     parser.add_argument("--customers", type=int, default=30, help="customers of round 1 (default: %(default)s)")
     args = parser.parse_args(argv)
-    log_dir, work_dir = fresh_dir(args.log_dir), fresh_dir(args.work_dir)
+    log_dir, work_dir = fresh_log_dir(args.log_dir), fresh_dir(args.work_dir)
     table, checkpoint = work_dir / "customers", work_dir / "checkpoints" / "publish"
     spark = spark_session("pysparklog-delta-to-log", delta=True)
 

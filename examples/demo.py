@@ -53,6 +53,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from examples.common import log_location
 from pysparklog.offsets import OffsetStore
 from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.spark.session import local_spark
@@ -370,7 +371,9 @@ def say(line: str = "") -> None:
 
 
 def shown(path: str) -> str:
-    """``path`` relative to the working directory when it is under it, for short commands to copy."""
+    """``path`` relative to the working directory when it is under it, for short commands to copy (a URL as it is)."""
+    if "://" in path:
+        return path
     relative = os.path.relpath(path)
     return path if relative.startswith("..") else relative
 
@@ -415,8 +418,9 @@ def wipe(paths: Paths) -> list[str]:
         NotOurs: The log directory holds other topics than the job's (``--log-dir`` or ``$PYSPARKLOG_LOG_DIR``
             naming a directory in use): nothing is removed.
     """
-    if os.path.isdir(paths.log_dir):
-        logs = LogDirectory(paths.log_dir)
+    on_object_store = "://" in paths.log_dir
+    logs = LogDirectory(paths.log_dir) if on_object_store or os.path.isdir(paths.log_dir) else None
+    if logs is not None:
         names = set(logs.topics.names()) | {topic for topic, _ in logs.topic_partitions()}
         others = sorted(n for n in names if n not in (ORDERS, STATS) and not n.startswith("__"))
         if others:
@@ -425,7 +429,11 @@ def wipe(paths: Paths) -> list[str]:
                 "Run with --keep, or give another --log-dir."
             )
     removed = []
-    for path in (paths.log_dir, paths.checkpoints, os.path.dirname(paths.delta), paths.spark_log):
+    if on_object_store and logs is not None and logs.storage.list(logs.path):
+        logs.storage.delete_tree(logs.path)
+        removed.append(paths.log_dir)
+    local = [paths.checkpoints, os.path.dirname(paths.delta), paths.spark_log]
+    for path in local if on_object_store else [paths.log_dir, *local]:
         if os.path.isdir(path):
             shutil.rmtree(path)
         elif os.path.exists(path):
@@ -536,8 +544,9 @@ def print_where(paths: Paths) -> None:
         f"  {cli} console-consumer --log-dir {log_dir} --topic {STATS} --from-beginning --max-messages 3 "
         "--property print.key=true"
     )
-    segment = os.path.join(log_dir, f"{STATS}-0", "00000000000000000000.log")
-    say(f"  {cli} dump-log --files {segment} --print-data-log   # records and COMMIT markers")
+    if "://" not in log_dir:  # on an object store the segments are sealed objects (docs/object-storage.md)
+        segment = os.path.join(log_dir, f"{STATS}-0", "00000000000000000000.log")
+        say(f"  {cli} dump-log --files {segment} --print-data-log   # records and COMMIT markers")
 
 
 def log_tail(path: str, lines: int = 20) -> str:
@@ -628,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     data_dir = os.path.abspath(args.data_dir)
-    paths = Paths(data_dir, os.path.abspath(args.log_dir or os.path.join(data_dir, "logs")))
+    paths = Paths(data_dir, log_location(args.log_dir or os.path.join(data_dir, "logs")))
     if not args.keep:
         try:
             removed = wipe(paths)

@@ -33,7 +33,14 @@ import matplotlib
 matplotlib.use("Agg")  # no display: render to files
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
-from examples.common import EXAMPLES_DATA, example_parser, fresh_dir, heading, order_events, print_result  # noqa: E402
+from examples.common import (  # noqa: E402
+    EXAMPLES_DATA,
+    example_parser,
+    fresh_log_dir,
+    heading,
+    order_events,
+    print_result,
+)
 from pysparklog import Consumer, ConsumerConfig, LogDirectory, OffsetStore, Producer, TopicPartition  # noqa: E402
 
 TOPIC = "orders"
@@ -203,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consume-rate", type=float, default=200, help="records/s (default: %(default)s)")
     parser.add_argument("--interval", type=float, default=0.25, help="seconds between samples (default: %(default)s)")
     args = parser.parse_args(argv)
-    log_dir = fresh_dir(args.log_dir)
+    log_dir = fresh_log_dir(args.log_dir)
     create_topic(log_dir)
 
     heading(f"producing {args.produce_rate:g}/s for {args.produce_seconds:g} s, consuming {args.consume_rate:g}/s")

@@ -33,6 +33,7 @@ from examples.common import (
     OrderEvent,
     example_parser,
     fresh_dir,
+    fresh_log_dir,
     heading,
     latest_per_order,
     order_events,
@@ -161,7 +162,7 @@ def show_silver(spark: SparkSession, silver: str | Path, expected: dict[str, Ord
     return len(rows), len(differing)
 
 
-def run_pipeline(spark: SparkSession, log_dir: Path, work_dir: Path) -> tuple[int, int]:
+def run_pipeline(spark: SparkSession, log_dir: str | Path, work_dir: Path) -> tuple[int, int]:
     """One run of both streams, each resuming from its checkpoint: (rows appended to bronze, rows merged)."""
     bronze, silver = work_dir / "bronze", work_dir / "silver"
     appended = ingest_bronze(spark, log_dir, bronze, work_dir / "checkpoints" / "bronze")
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = example_parser(__file__, __doc__)
     parser.add_argument("--orders", type=int, default=200, help="orders to produce events for (default: %(default)s)")
     args = parser.parse_args(argv)
-    log_dir, work_dir = fresh_dir(args.log_dir), fresh_dir(args.work_dir)
+    log_dir, work_dir = fresh_log_dir(args.log_dir), fresh_dir(args.work_dir)
     events = order_events(args.orders)
     first = int(len(events) * FIRST_ROUND)
     spark = spark_session("pysparklog-log-to-delta", delta=True)

@@ -32,6 +32,7 @@ from examples.common import (
     example_parser,
     format_counts,
     fresh_dir,
+    fresh_log_dir,
     heading,
     order_events,
     orders_table,
@@ -326,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = example_parser(__file__, __doc__)
     parser.add_argument("--records", type=int, default=20, help="records per guide topic (default: %(default)s)")
     args = parser.parse_args(argv)
-    log_dir, work_dir = fresh_dir(args.log_dir), fresh_dir(args.work_dir)
+    log_dir, work_dir = fresh_log_dir(args.log_dir), fresh_dir(args.work_dir)
 
     heading("topics")
     create_topics(log_dir, args.records)

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from examples.common import (
     example_parser,
-    fresh_dir,
+    fresh_log_dir,
     heading,
     order_events,
     print_result,
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = example_parser(__file__, __doc__, work_dir=False)
     parser.add_argument("--orders", type=int, default=12, help="orders to produce events for (default: %(default)s)")
     args = parser.parse_args(argv)
-    log_dir = fresh_dir(args.log_dir)
+    log_dir = fresh_log_dir(args.log_dir)
 
     heading("create a topic")
     create_topic(log_dir)

@@ -66,6 +66,7 @@ APPLIED_FILE = "commit.applied"
 _BODY = struct.Struct(">bqqq")
 _APPLIED = struct.Struct(">qq")
 _NO_LOG_START = -1
+_NO_TOPIC_ID = "no-topic-id"
 #: How many commits a partition gathers before its writer seals them into segments.
 SEAL_COMMITS = 1000
 #: The files of a sealed segment, as Kafka names them (a ``.txnindex`` only where a transaction aborted).
@@ -152,10 +153,14 @@ class ObjectPartitionLog(PartitionLog):
         cache_dir: str | None = None,
         seal_commits: int = SEAL_COMMITS,
     ) -> None:
-        replicas = replica_directory(storage.root, cache_dir)
+        remote_directory = storage.join(f"{topic}-{partition}")
+        # A topic deleted and created again has a new id, so a replica of the old one is never taken for it.
+        topic_id = checkpoints.read_partition_metadata(storage, f"{remote_directory}/{checkpoints.PARTITION_METADATA}")
+        replicas = os.path.join(replica_directory(storage.root, cache_dir), topic_id or _NO_TOPIC_ID)
         super().__init__(os.path.join(replicas, f"{topic}-{partition}"), config, checkpoint_dir=replicas)
         self.remote = storage
-        self.remote_directory = storage.join(f"{topic}-{partition}")
+        self.remote_directory = remote_directory
+        self._topic_id = topic_id
         self._commits = CommitLog(storage, self.remote_directory)
         self._manifests = Manifests(storage, self.remote_directory)
         self.seal_commits = seal_commits
@@ -174,12 +179,15 @@ class ObjectPartitionLog(PartitionLog):
     def follow(self) -> None:
         """Bring the replica up to the last commit."""
         latest = self._commits.latest()
-        if latest is not None:
-            with self._applied.exclusive() as record:
-                self._apply_through(record, latest)
+        with self._applied.exclusive() as record:
+            self._apply_through(record, latest)
 
     def _apply_through(self, record: LockedRecord, last: Commit | None) -> int:
         """Apply the commits after the replica's up to ``last`` (under the replica's lock); returns the log end."""
+        if (last.number if last is not None else -1) < _applied(record)[0]:
+            # Commits never go back: the log directory was emptied and written again under this replica.
+            self.truncate_fully_and_start_at(0)
+            record.write(_APPLIED.pack(-1, 0))
         applied, end = self._reconciled(record)
         if last is None or last.number <= applied:
             return end
@@ -234,8 +242,7 @@ class ObjectPartitionLog(PartitionLog):
         that commit is applied; one behind it (a machine crash lost what was not fsynced) goes back to
         the last commit it holds whole.
         """
-        data = record.read(_APPLIED.size)
-        applied, end = _APPLIED.unpack(data) if len(data) == _APPLIED.size else (-1, 0)
+        applied, end = _applied(record)
         replica_end = PartitionLog.view(self).log_end_offset
         if replica_end >= end:
             return applied, end
@@ -314,8 +321,7 @@ class ObjectPartitionLog(PartitionLog):
 
     @property
     def topic_id(self) -> str | None:
-        path = f"{self.remote_directory}/{checkpoints.PARTITION_METADATA}"
-        return checkpoints.read_partition_metadata(self.remote, path)
+        return self._topic_id
 
     # -- writing: a commit per append --------------------------------------------------------------
 
@@ -489,3 +495,10 @@ class ObjectPartitionLog(PartitionLog):
             f"{self.remote_directory}: compaction of a log on an object store is not supported yet; "
             f"cleanup.policy=compact topics belong on a filesystem log directory"
         )
+
+
+def _applied(record: LockedRecord) -> tuple[int, int]:
+    """The last commit a replica holds and the log end after it, from its record ((-1, 0): none yet)."""
+    data = record.read(_APPLIED.size)
+    applied, end = _APPLIED.unpack(data) if len(data) == _APPLIED.size else (-1, 0)
+    return int(applied), int(end)

@@ -150,6 +150,17 @@ def test_a_replica_ahead_of_its_record_or_deleted_is_brought_back(remote: Object
     assert _values(_open(remote, tmp_path / "a")) == keyed_table(6).column("value").to_pylist()
 
 
+def test_a_replica_of_a_log_emptied_and_written_again_starts_over(remote: ObjectStorage, tmp_path: Path) -> None:
+    old = _open(remote, tmp_path / "a")
+    for i in range(3):
+        old.append_arrow(keyed_table(2, start=2 * i))
+    assert old.log_end_offset == 6
+    remote.delete_tree(remote.root)
+    _open(remote, tmp_path / "b").append_arrow(keyed_table(1, start=100))
+    again = _open(remote, tmp_path / "a")
+    assert _values(again) == keyed_table(1, start=100).column("value").to_pylist()
+
+
 def test_a_damaged_commit_is_a_typed_error_naming_it(remote: ObjectStorage, tmp_path: Path) -> None:
     _open(remote, tmp_path / "a").append_arrow(keyed_table(2))
     path = CommitLog(remote, remote.join("t-0")).path(1)
