@@ -1,7 +1,7 @@
-"""The storage backends the engine's tests run on, the object store's against a real S3-compatible server:
-moto's standalone server, a process on loopback started once per test session (docs/object-storage.md
-says why moto). A backend joins the tests that take the ``storage`` fixture by adding itself to
-``BACKENDS`` (a function of a root no other test uses)."""
+"""The storage backends the engine's tests run on, the object store's against a real S3-compatible server
+(``s3_endpoint`` of tests/conftest.py: moto's standalone server, a process on loopback started once per test
+session). A backend joins the tests that take the ``storage`` fixture by adding itself to ``BACKENDS`` (a
+function of a root no other test uses)."""
 
 from __future__ import annotations
 
@@ -12,19 +12,8 @@ import pytest
 
 from pysparklog.storage.io import PosixStorage, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
-from tests.s3_server import ServerError, fault_proxy, s3_server
-
-BUCKET = "pysparklog-tests"
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """The endpoint of a moto server with the bucket ``BUCKET``; the AWS_* variables point obstore at it."""
-    try:
-        with s3_server(BUCKET) as endpoint:
-            yield endpoint
-    except ServerError as error:
-        pytest.fail(str(error))
+from tests.conftest import BUCKET
+from tests.s3_server import fault_proxy
 
 
 @pytest.fixture

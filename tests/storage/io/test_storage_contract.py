@@ -17,7 +17,8 @@ import pytest
 
 from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
 from pysparklog.storage.io import PosixStorage, PutMode, Storage, read_if_exists, storage_for
-from tests.storage.conftest import BACKENDS, BUCKET
+from tests.conftest import BUCKET
+from tests.storage.conftest import BACKENDS
 
 
 def test_a_backend_satisfies_the_protocol(storage: Storage) -> None:
