@@ -27,14 +27,35 @@ from obstore.store import from_url
 from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
 from pysparklog.storage.io.base import FileStat, PutMode, StorageLock
 
+#: obstore's options of the HTTP client (its ``ClientConfig``), the same for every store; other keys are the store's.
+_CLIENT_OPTIONS = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "connect_timeout",
+        "default_content_type",
+        "pool_idle_timeout",
+        "pool_max_idle_per_host",
+        "proxy_url",
+        "proxy_ca_certificate",
+        "proxy_excludes",
+        "randomize_addresses",
+        "read_timeout",
+        "root_certificate",
+        "timeout",
+        "user_agent",
+    }
+)
+
 
 class ObjectStorage:
     """A log directory on an object store.
 
     Args:
         url: The log directory's URL: ``s3://bucket/prefix`` and the like.
-        options: Store settings beyond the environment's (obstore's config keys, such as
-            ``aws_endpoint`` or ``allow_http``).
+        options: Settings beyond the environment's: obstore's keys of the store (``endpoint`` or
+            ``aws_endpoint``, ``region``, ``access_key_id``...) and of its HTTP client (``allow_http``,
+            ``timeout``...).
 
     Raises:
         InvalidLogDirectoryError: obstore cannot make a store of the URL or the options.
@@ -44,11 +65,21 @@ class ObjectStorage:
 
     def __init__(self, url: str, options: Mapping[str, str] | None = None) -> None:
         self.root = url.rstrip("/")
+        config: Any = {}  # keys checked by obstore, per store type
+        client: Any = {}
+        for key, value in (options or {}).items():
+            # A client key is also written with the store's prefix (aws_allow_http, as the environment's
+            # AWS_ALLOW_HTTP), which obstore would take for a store key, and panic on.
+            bare = key.split("_", 1)[1] if key.startswith(("aws_", "google_", "azure_")) else key
+            if bare in _CLIENT_OPTIONS:
+                client[bare] = value
+            else:
+                config[key] = value
         try:
-            config: Any = dict(options) if options else None  # keys checked by obstore, per store type
-            self._store: Any = from_url(self.root, config=config)
+            self._store: Any = from_url(self.root, config=config or None, client_options=client or None)
         except Exception as error:  # obstore raises its own error types for bad URLs and keys
-            raise InvalidLogDirectoryError(f"log directory {url!r}: {error}") from None
+            reason = str(error).splitlines()[0]  # the rest is the Rust error's debug dump
+            raise InvalidLogDirectoryError(f"log directory {url!r}: {reason}") from None
 
     def __repr__(self) -> str:
         return f"ObjectStorage({self.root!r})"

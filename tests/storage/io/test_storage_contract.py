@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
-from pysparklog.storage.io import PosixStorage, PutMode, Storage, read_if_exists, storage_for
+from pysparklog.storage.io import PosixStorage, PutMode, Storage, read_if_exists
 from tests.conftest import BUCKET
 from tests.storage.conftest import BACKENDS
 
@@ -176,27 +176,6 @@ def test_a_lock_excludes_another_process_and_holds_its_record(tmp_path: Path) ->
     with lock.shared() as record:
         assert record is not None and record.read(100) == b"mine"
     lock.close()
-
-
-@pytest.mark.parametrize(
-    ("location", "message"),
-    [
-        ("s3://bucket/logs", "object storage"),
-        ("gs://bucket/logs", "object storage"),
-        ("abfss://c@account.dfs.core.windows.net/logs", "object storage"),
-        ("ftp://host/logs", "unknown scheme 'ftp'"),
-    ],
-)
-def test_storage_for_names_what_it_accepts(location: str, message: str) -> None:
-    with pytest.raises(InvalidLogDirectoryError, match=message):
-        storage_for(location)
-
-
-def test_storage_for_a_path_or_file_url(tmp_path: Path) -> None:
-    assert storage_for(tmp_path).root == str(tmp_path)
-    assert storage_for(f"file://{tmp_path}").root == str(tmp_path)
-    storage = PosixStorage(tmp_path)
-    assert storage_for(storage) is storage
 
 
 def test_an_object_store_has_no_in_place_writes_or_locks(s3_endpoint: str) -> None:
