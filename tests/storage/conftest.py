@@ -6,6 +6,7 @@ function of a root no other test uses)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,15 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
 def backend_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """A backend's name and a root, for tests whose other processes open the storage themselves."""
     return request.param, _root(request, tmp_path)
+
+
+class NoLock:
+    """A lock that excludes nothing: what a holder whose lease ran out while it stalled holds, for the tests of
+    the conditional writes that keep such a holder from overwriting the next one's change."""
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        yield None
+
+    def close(self) -> None:
+        pass

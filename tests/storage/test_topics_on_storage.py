@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -15,7 +13,7 @@ from pysparklog.storage import checkpoints
 from pysparklog.storage.io import Storage
 from pysparklog.storage.topic_config import SERVER_PROPERTIES
 from pysparklog.storage.topics import TOPICS_FILE, TopicStore
-from tests.storage.conftest import BACKENDS
+from tests.storage.conftest import BACKENDS, NoLock
 
 
 def _topic_id_in(storage: Storage, directory: str) -> str | None:
@@ -99,24 +97,13 @@ def test_a_deletion_a_crash_interrupted_is_finished_by_the_next_listing(storage:
     assert json.loads(storage.read(path))["deleting"] == {}
 
 
-class _NoLock:
-    """A lock that excludes nothing: a holder whose lease ran out while it stalled."""
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        yield None
-
-    def close(self) -> None:
-        pass
-
-
 def test_a_change_made_without_exclusion_fails_rather_than_overwrite(
     storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The metadata is replaced only if it is still the version read: a holder that lost its lease while it
     stalled, and wrote anyway, would undo what the next holder changed meanwhile."""
     TopicStore(storage).create("b", 1)
-    monkeypatch.setattr(storage, "lock", lambda path: _NoLock())
+    monkeypatch.setattr(storage, "lock", lambda path: NoLock())
     stale = TopicStore(storage)
     read_settings = stale.server_properties
 
