@@ -5,6 +5,7 @@ function of a root no other test uses)."""
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,6 +51,18 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
 def backend_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """A backend's name and a root, for tests whose other processes open the storage themselves."""
     return request.param, _root(request, tmp_path)
+
+
+def run_processes(target: Callable[..., None], args: list[tuple[object, ...]], timeout: float = 300) -> None:
+    """Run ``target`` in a process per tuple of ``args``, all at once, and check that each ended well. Spawned,
+    not forked: a forked child inherits obstore's runtime without its threads."""
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=target, args=one) for one in args]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout)
+        assert process.exitcode == 0, f"{target.__name__}{process.name} exited with {process.exitcode}"
 
 
 class NoLock:

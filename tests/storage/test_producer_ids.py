@@ -17,7 +17,7 @@ from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, Stor
 from pysparklog.storage import producer_ids
 from pysparklog.storage.io import PosixStorage, Storage
 from pysparklog.storage.producer_ids import PRODUCER_IDS_FILE, allocate_producer_id
-from tests.storage.conftest import BACKENDS, NoLock
+from tests.storage.conftest import BACKENDS, NoLock, run_processes
 
 
 def test_ids_start_at_0_and_never_repeat(tmp_path: Path) -> None:
@@ -66,15 +66,9 @@ def _allocate(backend: str, root: str, ids: multiprocessing.Queue[int]) -> None:
 def test_processes_on_every_backend_never_get_the_same_id(backend_and_root: tuple[str, str]) -> None:
     backend, root = backend_and_root
     BACKENDS[backend](root).make_directory(root)  # a log directory must exist (an object store's always does)
-    context = multiprocessing.get_context("spawn")  # obstore's runtime does not survive a fork
-    queue: multiprocessing.Queue[int] = context.Queue()
-    processes = [context.Process(target=_allocate, args=(backend, root, queue)) for _ in range(4)]
-    for process in processes:
-        process.start()
-    ids = [queue.get(timeout=300) for _ in range(40)]
-    for process in processes:
-        process.join(60)
-        assert process.exitcode == 0
+    queue: multiprocessing.Queue[int] = multiprocessing.get_context("spawn").Queue()
+    run_processes(_allocate, [(backend, root, queue)] * 4)
+    ids = [queue.get(timeout=60) for _ in range(40)]
     assert sorted(ids) == list(range(40))
 
 

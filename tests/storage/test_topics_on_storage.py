@@ -4,7 +4,6 @@ where the lock is a lease and a deleted topic's partition directories cannot be 
 from __future__ import annotations
 
 import json
-import multiprocessing
 
 import pytest
 
@@ -13,7 +12,7 @@ from pysparklog.storage import checkpoints
 from pysparklog.storage.io import Storage
 from pysparklog.storage.topic_config import SERVER_PROPERTIES
 from pysparklog.storage.topics import TOPICS_FILE, TopicStore
-from tests.storage.conftest import BACKENDS, NoLock
+from tests.storage.conftest import BACKENDS, NoLock, run_processes
 
 
 def _topic_id_in(storage: Storage, directory: str) -> str | None:
@@ -130,12 +129,6 @@ def test_processes_creating_topics_and_altering_configs_at_once_lose_nothing(bac
     store = TopicStore(BACKENDS[backend](root))
     store.create("shared", 1)
     keys = ["retention.ms", "segment.ms", "flush.ms", "delete.retention.ms"]
-    context = multiprocessing.get_context("spawn")  # obstore's runtime does not survive a fork
-    workers = [context.Process(target=_create_and_alter, args=(backend, root, w, key)) for w, key in enumerate(keys)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(300)
-        assert worker.exitcode == 0
+    run_processes(_create_and_alter, [(backend, root, worker, key) for worker, key in enumerate(keys)])
     assert store.names() == sorted(["shared"] + [f"w{w}-{i}" for w in range(len(keys)) for i in range(4)])
     assert dict(store.get("shared").configs) == dict.fromkeys(keys, "1003")
