@@ -1,8 +1,10 @@
-"""Shared test helpers: where the real broker fixtures live, Kafka's own dump tool, and small table builders."""
+"""Shared test helpers: where the real broker fixtures live, Kafka's own dump tool, an S3-compatible server, and
+small table builders."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +18,13 @@ from tests.interop.kafka_tools import (
     run_dump_log_segments,
     unavailable_reason,
 )
+from tests.s3_server import ServerError, s3_server
 
 REPO = Path(__file__).resolve().parents[1]
 # Real broker-written segments, kept outside the project (../shared/fixtures) and never copied into it.
 BROKER_LOG_DIR = REPO.parent / "shared" / "fixtures" / "kafka-broker-logdir"
+#: The bucket of the S3 server (``s3_endpoint``).
+BUCKET = "pysparklog-tests"
 
 
 @pytest.fixture
@@ -37,6 +42,17 @@ def broker_log_dir_copy(broker_log_dir: Path, tmp_path: Path) -> Path:
     for path in target.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     return target
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The endpoint of a moto server with the bucket ``BUCKET``, started once per session (docs/object-storage.md
+    says why moto); the AWS_* variables point obstore, and so ``storage_for("s3://...")``, at it meanwhile."""
+    try:
+        with s3_server(BUCKET) as endpoint:
+            yield endpoint
+    except ServerError as error:
+        pytest.fail(str(error))
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,12 @@ thing every producer shares, so the next free id lives in one small file there::
     {"version": 1, "next_producer_id": 42}
 
 Each allocation is a read-modify-write under the log directory's lock (``.lock``, the lock its
-topic metadata is changed under), so concurrent processes never get the same id, and the file is
-replaced atomically and fsynced before the id is handed out: a crash leaves the old content or the
-new, and an id handed out is on disk first, so it is never handed out again. A crash may lose an
-id that was reserved but not yet returned; ids are plentiful (int64), so that costs nothing.
+topic metadata is changed under; on an object store, a lease), so concurrent processes never get the
+same id, and the file is replaced atomically and durably before the id is handed out: a crash leaves
+the old content or the new, and an id handed out is stored first, so it is never handed out again.
+The file is replaced only if it is still the version read, so an allocator that lost its lease while
+it stalled fails instead of handing out an id another was given meanwhile. A crash may lose an id
+that was reserved but not yet returned; ids are plentiful (int64), so that costs nothing.
 
 Without the file (a new directory, or one whose file was lost: deleted, or restored without it) the
 count starts above every id the directory still uses: the producer ids in each partition's latest
@@ -31,7 +33,7 @@ import re
 
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, PySparkLogError
 from pysparklog.storage.config import LONG_MAX
-from pysparklog.storage.io import LOG_DIR_LOCK, Storage, read_if_exists, storage_for
+from pysparklog.storage.io import LOG_DIR_LOCK, PutMode, Storage, read_if_exists, storage_for
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
 from pysparklog.storage.segment import LogSegment, filename_prefix, parse_segment_name
 
@@ -51,6 +53,8 @@ def allocate_producer_id(log_dir: str | os.PathLike[str] | Storage) -> int:
         InvalidLogDirectoryError: ``log_dir`` is not a directory, or a location no storage serves.
         CorruptRecordError: ``pysparklog-producer-ids`` is not this module's file (the message names it).
         PySparkLogError: Every id up to 2**63 - 1 has been handed out.
+        StorageConflictError: Another process changed the file while this one held the lock (it lost its lease
+            while it stalled); no id was handed out.
     """
     storage = storage_for(log_dir)
     if not storage.is_directory(storage.join()):
@@ -59,14 +63,19 @@ def allocate_producer_id(log_dir: str | os.PathLike[str] | Storage) -> int:
     lock = storage.lock(storage.join(LOG_DIR_LOCK))
     try:
         with lock.exclusive():
-            _remove_stale_temporary_files(storage)
+            if storage.in_place_writes:  # a filesystem's put writes a temporary file first
+                _remove_stale_temporary_files(storage)
+            stat = storage.stat(path)  # before the read: a write between them fails the replace below
             producer_id = _read_next(storage, path)
             if producer_id is None:
                 producer_id = _highest_in_use(storage) + 1
             if producer_id == LONG_MAX:
                 raise PySparkLogError(f"every producer id up to {LONG_MAX} has been handed out ({path})")
-            document = {"version": PRODUCER_IDS_VERSION, "next_producer_id": producer_id + 1}
-            storage.put(path, json.dumps(document).encode())
+            document = json.dumps({"version": PRODUCER_IDS_VERSION, "next_producer_id": producer_id + 1}).encode()
+            if stat is None:
+                storage.put(path, document, mode=PutMode.CREATE)
+            else:
+                storage.put(path, document, expected_version=stat.version)
             return producer_id
     finally:
         lock.close()

@@ -8,11 +8,12 @@ know in a log directory)::
      "topics": {"orders": {"topic_id": "<22-char id>", "partitions": 3, "configs": {"retention.ms": "3600000"}}},
      "deleting": {"old-topic": "<its topic id>"}}
 
-Every change is a read-modify-write under the log directory's lock (``.lock``) that replaces the file atomically,
-so concurrent processes lose no change and a crash leaves the old metadata or the new, never a mix. Readers take
-no lock. The metadata is the truth: a topic is created by writing its entry, then its partition directories
-(each with a ``partition.metadata`` holding the topic id) are made; one that a crash left missing is made when
-the partition is opened.
+Every change is a read-modify-write under the log directory's lock (``.lock``; on an object store, a lease) that
+replaces the file atomically, and only if it is still the version read: concurrent processes lose no change, a
+holder that lost its lease while it stalled fails instead of undoing the next holder's change, and a crash leaves
+the old metadata or the new, never a mix. Readers take no lock. The metadata is the truth: a topic is created by
+writing its entry, then its partition directories (each with a ``partition.metadata`` holding the topic id) are
+made; one that a crash left missing is made when the partition is opened.
 
 A topic has at most ``MAX_PARTITIONS`` partitions. Every partition is a directory made when the topic is created
 (or its partitions added), and the commands that describe a topic, list its offsets or plan a Spark read visit
@@ -27,7 +28,10 @@ with the id in its ``partition.metadata``.
 Deleting a topic replaces its entry by a tombstone under ``deleting`` (the commit point), renames each partition
 directory as Kafka does (``<topic>-<partition>.<32 hex>-delete``), drops the tombstone, then removes the renamed
 directories. A crash before the renames leaves the tombstone, which the next change finishes; one after leaves
-``-delete`` directories, which the next delete or listing removes.
+``-delete`` directories, which the next delete or listing removes. An object store cannot rename a prefix (a
+rename is a copy of each object and a delete): there the partition directories' objects are deleted where they
+are, under the lease, before the tombstone is dropped, so a deletion a crash interrupted is finished by the next
+change as well.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from pysparklog.errors import (
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LogConfig
-from pysparklog.storage.io import LOG_DIR_LOCK, FileStat, Storage, read_if_exists, storage_for
+from pysparklog.storage.io import LOG_DIR_LOCK, FileStat, PutMode, Storage, read_if_exists, storage_for
 from pysparklog.storage.log_state import parse_partition_dir
 from pysparklog.storage.topic_config import (
     SERVER_PROPERTIES,
@@ -195,6 +199,7 @@ class _Metadata:
 
     topics: dict[str, TopicMetadata]
     deleting: dict[str, str]  # topic -> id of a deletion committed but not yet applied to the directories
+    version: str | None = None  # of the file read, for a change: it is replaced only if still that version
 
     @classmethod
     def decode(cls, data: bytes | None, path: str) -> _Metadata:
@@ -344,8 +349,13 @@ class TopicStore:
         lock = self.storage.lock(self.storage.join(LOG_DIR_LOCK))
         try:
             with lock.exclusive():
-                self._remove_stale_temporary_files()
+                if self.storage.in_place_writes:  # a filesystem's put writes a temporary file first
+                    self._remove_stale_temporary_files()
+                # The version before the content: a write after the stat makes the replace fail, never succeed
+                # over a change this holder did not read.
+                stat = self.storage.stat(self.path)
                 metadata = self._read()
+                metadata.version = None if stat is None else stat.version
                 if metadata.deleting:
                     self._apply_deletions(metadata)
                 yield metadata
@@ -353,7 +363,16 @@ class TopicStore:
             lock.close()
 
     def _write(self, metadata: _Metadata) -> None:
-        self.storage.put(self.path, metadata.encode())
+        """Replace the file if it is still the version the transaction read (create it if it had none).
+
+        Raises:
+            StorageConflictError: Another process changed it meanwhile: this one no longer held the lock.
+        """
+        if metadata.version is None:
+            written = self.storage.put(self.path, metadata.encode(), mode=PutMode.CREATE)
+        else:
+            written = self.storage.put(self.path, metadata.encode(), expected_version=metadata.version)
+        metadata.version = written.version
 
     def _remove_stale_temporary_files(self) -> None:
         """Remove what writers killed mid-write left (a filesystem's ``put`` writes a temporary file first): they
@@ -508,20 +527,33 @@ class TopicStore:
             metadata.topics.pop(name, None)
             metadata.deleting[name] = topic.topic_id
             self._write(metadata)  # the commit point: the topic is gone
-            self._apply_deletions(metadata)
+            self._apply_deletions(metadata, progress)
         self._remove_deleted_dirs(progress)
 
-    def _apply_deletions(self, metadata: _Metadata) -> None:
-        """Rename the directories of the deleted topics as Kafka does, then drop the tombstones (under the lock)."""
+    def _apply_deletions(self, metadata: _Metadata, progress: Progress | None = None) -> None:
+        """Retire the directories of the deleted topics, then drop the tombstones (under the lock).
+
+        A filesystem renames them as Kafka does, and their files go once the lock is released
+        (``_remove_deleted_dirs``); an object store cannot rename a prefix, so their objects are deleted here,
+        reported to ``progress``, and the tombstones stay until the last is gone.
+        """
+        retired = []
         for topic, partition in partition_dirs(self.storage):
             topic_id = metadata.deleting.get(topic)
             if topic_id is None:
                 continue
-            directory = f"{topic}-{partition}"
-            on_disk = self._topic_id_of(directory)
+            on_disk = self._topic_id_of(f"{topic}-{partition}")
             # A directory with another id belongs to a topic an append made after the deletion: keep it.
             if on_disk is None or topic_id in (on_disk, ZERO_TOPIC_ID):
-                self.storage.rename(self.storage.join(directory), self.storage.join(_delete_dir_name(topic, partition)))
+                retired.append((topic, partition))
+        for done, (topic, partition) in enumerate(retired, 1):
+            directory = self.storage.join(f"{topic}-{partition}")
+            if self.storage.in_place_writes:
+                self.storage.rename(directory, self.storage.join(_delete_dir_name(topic, partition)))
+            else:
+                self.storage.delete_tree(directory)
+                if progress is not None:
+                    progress(done, len(retired))
         self.storage.sync(self.log_dir)  # the renames, before the tombstones go
         # A topic created again under the name must not inherit the old recovery points and log start offsets.
         for name in _TOPIC_PARTITION_CHECKPOINTS:
@@ -534,7 +566,10 @@ class TopicStore:
         self._write(metadata)
 
     def _remove_deleted_dirs(self, progress: Progress | None = None) -> None:
-        """Remove every ``-delete`` directory; several processes may do it at once."""
+        """Remove every ``-delete`` directory; several processes may do it at once. An object store has none: its
+        deleted directories are gone when their deletion is applied."""
+        if not self.storage.in_place_writes:
+            return
         names = [n for n in self.storage.list(self.log_dir) if _DELETE_DIR.fullmatch(n)]
         for done, name in enumerate(names, 1):
             self.storage.delete_tree(self.storage.join(name))

@@ -1,30 +1,21 @@
-"""The storage backends the engine's tests run on, the object store's against a real S3-compatible server:
-moto's standalone server, a process on loopback started once per test session (docs/object-storage.md
-says why moto). A backend joins the tests that take the ``storage`` fixture by adding itself to
-``BACKENDS`` (a function of a root no other test uses)."""
+"""The storage backends the engine's tests run on, the object store's against a real S3-compatible server
+(``s3_endpoint`` of tests/conftest.py: moto's standalone server, a process on loopback started once per test
+session). A backend joins the tests that take the ``storage`` fixture by adding itself to ``BACKENDS`` (a
+function of a root no other test uses)."""
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from pysparklog.storage.io import PosixStorage, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
-from tests.s3_server import ServerError, fault_proxy, s3_server
-
-BUCKET = "pysparklog-tests"
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """The endpoint of a moto server with the bucket ``BUCKET``; the AWS_* variables point obstore at it."""
-    try:
-        with s3_server(BUCKET) as endpoint:
-            yield endpoint
-    except ServerError as error:
-        pytest.fail(str(error))
+from tests.conftest import BUCKET
+from tests.s3_server import fault_proxy
 
 
 @pytest.fixture
@@ -60,3 +51,27 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
 def backend_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """A backend's name and a root, for tests whose other processes open the storage themselves."""
     return request.param, _root(request, tmp_path)
+
+
+def run_processes(target: Callable[..., None], args: list[tuple[object, ...]], timeout: float = 300) -> None:
+    """Run ``target`` in a process per tuple of ``args``, all at once, and check that each ended well. Spawned,
+    not forked: a forked child inherits obstore's runtime without its threads."""
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=target, args=one) for one in args]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout)
+        assert process.exitcode == 0, f"{target.__name__}{process.name} exited with {process.exitcode}"
+
+
+class NoLock:
+    """A lock that excludes nothing: what a holder whose lease ran out while it stalled holds, for the tests of
+    the conditional writes that keep such a holder from overwriting the next one's change."""
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        yield None
+
+    def close(self) -> None:
+        pass

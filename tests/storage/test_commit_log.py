@@ -15,7 +15,8 @@ from pysparklog.errors import CorruptRecordError
 from pysparklog.storage.commit_log import BodyBuilder, Commit, CommitLog
 from pysparklog.storage.io import PutMode, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
-from tests.storage.conftest import BACKENDS, BUCKET
+from tests.conftest import BUCKET
+from tests.storage.conftest import BACKENDS
 from tests.storage.fault_proxy import FAULTS
 
 WRITERS = 4

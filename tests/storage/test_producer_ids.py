@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -12,9 +13,11 @@ import pyarrow as pa
 import pytest
 
 from pysparklog import LogDirectory, Producer
-from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError
-from pysparklog.storage.io import PosixStorage
+from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, StorageConflictError
+from pysparklog.storage import producer_ids
+from pysparklog.storage.io import PosixStorage, Storage
 from pysparklog.storage.producer_ids import PRODUCER_IDS_FILE, allocate_producer_id
+from tests.storage.conftest import BACKENDS, NoLock, run_processes
 
 
 def test_ids_start_at_0_and_never_repeat(tmp_path: Path) -> None:
@@ -44,6 +47,55 @@ def test_processes_allocating_at_once_never_get_the_same_id(tmp_path: Path) -> N
         assert process.returncode == 0
         ids += [int(i) for i in out.split()]
     assert sorted(ids) == list(range(100))
+
+
+def test_ids_on_every_backend(storage: Storage) -> None:
+    storage.make_directory(storage.join())
+    assert [allocate_producer_id(storage) for _ in range(3)] == [0, 1, 2]
+    assert json.loads(storage.read(storage.join(PRODUCER_IDS_FILE))) == {"version": 1, "next_producer_id": 3}
+    assert allocate_producer_id(storage.root) == 3  # its location: an object store's URL too
+
+
+def _allocate(backend: str, root: str, ids: multiprocessing.Queue[int]) -> None:
+    storage = BACKENDS[backend](root)
+    for _ in range(10):
+        ids.put(allocate_producer_id(storage))
+
+
+@pytest.mark.slow
+def test_processes_on_every_backend_never_get_the_same_id(backend_and_root: tuple[str, str]) -> None:
+    backend, root = backend_and_root
+    BACKENDS[backend](root).make_directory(root)  # a log directory must exist (an object store's always does)
+    queue: multiprocessing.Queue[int] = multiprocessing.get_context("spawn").Queue()
+    run_processes(_allocate, [(backend, root, queue)] * 4)
+    ids = [queue.get(timeout=60) for _ in range(40)]
+    assert sorted(ids) == list(range(40))
+
+
+def test_an_allocation_without_exclusion_fails_rather_than_hand_out_an_id_twice(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An allocator that lost its lease while it stalled, and wrote anyway, would hand out the id the next holder
+    was given meanwhile: the file is replaced only if it is still the version read."""
+    storage.make_directory(storage.join())
+    assert allocate_producer_id(storage) == 0
+    monkeypatch.setattr(storage, "lock", lambda path: NoLock())
+    read_next = producer_ids._read_next
+    meanwhile: list[int] = []
+
+    def read_then_another_allocates(storage: Storage, path: str) -> int | None:
+        found = read_next(storage, path)
+        if not meanwhile:
+            meanwhile.append(-1)  # the other allocation reads too: only this one lets another in
+            meanwhile[0] = allocate_producer_id(storage)
+        return found
+
+    monkeypatch.setattr(producer_ids, "_read_next", read_then_another_allocates)
+    with pytest.raises(StorageConflictError):
+        allocate_producer_id(storage)
+    assert meanwhile == [1]
+    monkeypatch.undo()
+    assert allocate_producer_id(storage) == 2
 
 
 def test_a_write_a_crash_interrupted_leaves_the_last_complete_file(tmp_path: Path) -> None:

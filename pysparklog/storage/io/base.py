@@ -10,8 +10,9 @@ it:
 - an **object store** (``s3://``, ``gs://``, ``abfss://``): objects are immutable once written, an
   append is a new object, and exclusion comes from conditional writes: create-if-absent
   (:attr:`PutMode.CREATE`) and replace-if-version (``put(..., expected_version=...)``). Such a backend
-  says so with ``in_place_writes = False`` and does not offer ``write_at``/``append``/``truncate``,
-  ``set_modified`` or locks; the log keeps its commit protocol on ``put`` alone there.
+  says so with ``in_place_writes = False`` and does not offer ``write_at``/``append``/``truncate`` or
+  ``set_modified``; the log keeps its commit protocol on ``put`` alone there, and its locks are leases
+  made of those two writes, holding no record.
 
 Paths are strings in the backend's own form (a filesystem path, or a key below the store's root);
 :meth:`Storage.join` builds them, so no caller concatenates separators itself.
@@ -28,8 +29,10 @@ The contract, in the words an implementation must honour:
   writers of one version wins.
 - ``write_at``/``append``/``truncate``/``set_modified`` change a file in place (filesystems only) and are durable only
   after ``sync``.
-- ``lock(path)`` gives a lock that excludes across processes and hosts sharing the directory, holding a
-  small record (the lock file's own bytes) that its holders read and write.
+- ``lock(path)`` gives a lock that excludes across threads, processes and hosts sharing the directory. On a
+  filesystem it holds a small record (the lock file's own bytes) that its holders read and write; an object
+  store's lease holds none (its record refuses reads and writes) and its ``shared`` takes nothing, as readers
+  of objects that never change need no lock.
 """
 
 from __future__ import annotations
@@ -112,7 +115,8 @@ class Storage(Protocol):
     """Where the log directory is: a filesystem path, or the store's URL."""
 
     in_place_writes: bool
-    """True where ``write_at``/``append``/``truncate``/``lock`` work (filesystems); False on object stores."""
+    """True where ``write_at``/``append``/``truncate`` work and a lock holds a record (filesystems); False on
+    object stores."""
 
     def join(self, *parts: str) -> str:
         """The path of ``parts`` below the root (``join()`` is the root itself)."""
@@ -193,7 +197,7 @@ class Storage(Protocol):
         ...
 
     def lock(self, path: str) -> StorageLock:
-        """The lock whose file is ``path``."""
+        """The lock whose file is ``path`` (on an object store, the lease object)."""
         ...
 
 

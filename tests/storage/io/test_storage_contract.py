@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
-from pysparklog.storage.io import PosixStorage, PutMode, Storage, read_if_exists, storage_for
-from tests.storage.conftest import BACKENDS, BUCKET
+from pysparklog.storage.io import PosixStorage, PutMode, Storage, read_if_exists
+from tests.conftest import BUCKET
+from tests.storage.conftest import BACKENDS
 
 
 def test_a_backend_satisfies_the_protocol(storage: Storage) -> None:
@@ -177,28 +178,7 @@ def test_a_lock_excludes_another_process_and_holds_its_record(tmp_path: Path) ->
     lock.close()
 
 
-@pytest.mark.parametrize(
-    ("location", "message"),
-    [
-        ("s3://bucket/logs", "object storage"),
-        ("gs://bucket/logs", "object storage"),
-        ("abfss://c@account.dfs.core.windows.net/logs", "object storage"),
-        ("ftp://host/logs", "unknown scheme 'ftp'"),
-    ],
-)
-def test_storage_for_names_what_it_accepts(location: str, message: str) -> None:
-    with pytest.raises(InvalidLogDirectoryError, match=message):
-        storage_for(location)
-
-
-def test_storage_for_a_path_or_file_url(tmp_path: Path) -> None:
-    assert storage_for(tmp_path).root == str(tmp_path)
-    assert storage_for(f"file://{tmp_path}").root == str(tmp_path)
-    storage = PosixStorage(tmp_path)
-    assert storage_for(storage) is storage
-
-
-def test_an_object_store_has_no_in_place_writes_or_locks(s3_endpoint: str) -> None:
+def test_an_object_store_has_no_in_place_writes(s3_endpoint: str) -> None:
     storage = BACKENDS["s3"]("no-in-place")
     path = storage.join("t-0", "00000000000000000000.log")
     storage.put(path, b"batch")
@@ -207,7 +187,6 @@ def test_an_object_store_has_no_in_place_writes_or_locks(s3_endpoint: str) -> No
         ("append", lambda: storage.append(path, b"more")),
         ("truncate", lambda: storage.truncate(path, 1)),
         ("set_modified", lambda: storage.set_modified(path, 0)),
-        ("lock", lambda: storage.lock(path)),
     ]
     for operation, call in refused:
         with pytest.raises(NotImplementedError, match=f"{operation} on s3://.*cannot change in place"):
