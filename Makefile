@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup run test test-fast bench lint clean
+.PHONY: setup run run-s3 test test-fast bench lint clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml
 
 run: setup
 	$(PY) -m examples.demo
+
+# The quickstart, the main job and an example with their log directory on s3:// (a loopback S3 server).
+run-s3: setup
+	$(PY) -m examples.on_object_store
 
 test: setup
 	$(PY) -m pytest -q

@@ -42,7 +42,9 @@ def programs(seconds: float) -> list[list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m examples.on_object_store", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m examples.on_object_store",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="how long the main job produces (default: 20)")
     args = parser.parse_args(argv)

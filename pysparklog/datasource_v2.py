@@ -79,8 +79,8 @@ from pysparklog.spark.offset_ranges import (
 )
 from pysparklog.spark.sink import SinkCommitLog, TaskWrite, batch_sink_id, streaming_sink_id, write_task
 from pysparklog.spark.sink_options import DeliveryGuarantee, SaveMode, SinkColumns, SinkOptions, check_sink_schema
+from pysparklog.spark.storage_options import StorageSettings, log_storage, open_logs
 from pysparklog.storage.io import read_if_exists, storage_for
-from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
 _log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class PySparkLogDataSource(DataSource):
                 f"saveMode = {options.save_mode.value!r} applies to batch writes only; accepted in a stream: append"
             )
         if options.topic is not None and not options.auto_create_topics:
-            LogDirectory(options.path).topics.get(options.topic)  # fails now, naming the topic
+            open_logs(options.path, options.storage_settings).topics.get(options.topic)  # fails now, naming the topic
         return PySparkLogStreamWriter(options, columns)
 
     def _sink_options(self, schema: StructType) -> tuple[SinkOptions, SinkColumns]:
@@ -198,6 +198,7 @@ class RangesPartition(InputPartition):
     include_headers: bool
     read_committed: bool
     fail_on_data_loss: bool
+    storage_settings: StorageSettings = ()
 
 
 def read_ranges(partition: RangesPartition) -> Iterator[pa.RecordBatch]:
@@ -206,7 +207,7 @@ def read_ranges(partition: RangesPartition) -> Iterator[pa.RecordBatch]:
     A range whose start was removed meanwhile (retention, delete-records) fails the task with
     ``failOnDataLoss``, or is read from the earliest offset still there, as Kafka's consumer does.
     """
-    logs = LogDirectory(partition.log_dir)
+    logs = open_logs(partition.log_dir, partition.storage_settings)
     isolation = "read_committed" if partition.read_committed else "read_uncommitted"
     for piece in partition.ranges:
         log = logs.partition(piece.tp.topic, piece.tp.partition)
@@ -281,7 +282,12 @@ def _plan(
     _log.info("pysparklog: %s", description)
     planned: list[InputPartition] = [
         RangesPartition(
-            options.path, tuple(group), options.include_headers, options.read_committed, options.fail_on_data_loss
+            options.path,
+            tuple(group),
+            options.include_headers,
+            options.read_committed,
+            options.fail_on_data_loss,
+            options.storage_settings,
         )
         for group in groups
         if group
@@ -295,7 +301,11 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._logs = source_log_dir(options)
-        self._start_storage = storage_for(options.initial_offsets_location or options.path)
+        self._start_storage = (
+            storage_for(options.initial_offsets_location)
+            if options.initial_offsets_location
+            else log_storage(options.path, options.storage_settings)
+        )
         self._latest: Offsets | None = None  # the latest offsets seen, for reportLatestOffset
         self._available_now: Offsets | None = None  # the target of Trigger.AvailableNow
         self._assignment: TaskAssignment | None = None  # the previous micro-batch's (sticky assignors)
@@ -528,7 +538,7 @@ def _skips_write(options: SinkOptions) -> bool:
             f"saveMode = {options.save_mode.value!r} needs the topic option (a topic column's topics are only known "
             "while writing); accepted without it: saveMode append"
         )
-    exists = options.topic in LogDirectory(options.path).topics.names()
+    exists = options.topic in open_logs(options.path, options.storage_settings).topics.names()
     if exists and options.save_mode is SaveMode.ERROR_IF_EXISTS:
         raise TopicExistsError(
             f"Topic '{options.topic}' already exists in {options.path} and saveMode is errorifexists; accepted: "
@@ -578,13 +588,13 @@ class PySparkLogBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         writes = _writes(messages)
         if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self.skip:
-            commit_log = SinkCommitLog(LogDirectory(self.options.path), self.sink_id)
+            commit_log = SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), self.sink_id)
             commit_log.commit(None, 0, writes)
             commit_log.forget()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self.skip:
-            commit_log = SinkCommitLog(LogDirectory(self.options.path), self.sink_id)
+            commit_log = SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), self.sink_id)
             commit_log.abort()
             commit_log.forget()
 
@@ -618,7 +628,9 @@ class PySparkLogStreamWriter(DataSourceStreamArrowWriter):
         writes = _writes(messages)
         if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and writes:
             first = writes[0]
-            SinkCommitLog(LogDirectory(self.options.path), first.sink_id).commit(first.query_id, batchId, writes)
+            SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), first.sink_id).commit(
+                first.query_id, batchId, writes
+            )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
         if self.options.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
@@ -627,7 +639,7 @@ class PySparkLogStreamWriter(DataSourceStreamArrowWriter):
         query_id = _checkpoint_query_id(self.options.checkpoint_location)
         sink_id = writes[0].sink_id if writes else query_id and streaming_sink_id(self.options, query_id)
         if sink_id:
-            SinkCommitLog(LogDirectory(self.options.path), sink_id).abort()
+            SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), sink_id).abort()
         else:  # the tasks' next attempts, or the timeout, abort what the failed ones left open
             _log.warning("pysparklog: batch %d aborted; its query id is unknown here (no checkpoint)", batchId)
 

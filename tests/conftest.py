@@ -3,6 +3,7 @@ small table builders."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pysparklog.storage.object_log import CACHE_DIR_VARIABLE
 from tests.interop.kafka_tools import (
     DumpLogSegments,
     kafka_classpath,
@@ -45,14 +47,33 @@ def broker_log_dir_copy(broker_log_dir: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The endpoint of a moto server with the bucket ``BUCKET``, started once per session (docs/object-storage.md
-    says why moto); the AWS_* variables point obstore, and so ``storage_for("s3://...")``, at it meanwhile."""
+    says why moto); the AWS_* variables point obstore, and so ``storage_for("s3://...")``, at it meanwhile, and the
+    local replicas of its partitions go to a directory of the session (``$PYSPARKLOG_CACHE_DIR``)."""
+    saved = os.environ.get(CACHE_DIR_VARIABLE)
+    os.environ[CACHE_DIR_VARIABLE] = str(tmp_path_factory.mktemp("replicas"))
     try:
         with s3_server(BUCKET) as endpoint:
             yield endpoint
     except ServerError as error:
         pytest.fail(str(error))
+    finally:
+        if saved is None:
+            os.environ.pop(CACHE_DIR_VARIABLE, None)
+        else:
+            os.environ[CACHE_DIR_VARIABLE] = saved
+
+
+def s3_storage_options(endpoint: str) -> dict[str, str]:
+    """The data source's ``storage.*`` options that reach the S3 server without the environment's AWS_* settings."""
+    return {
+        "storage.aws_endpoint": endpoint,
+        "storage.allow_http": "true",
+        "storage.aws_access_key_id": "pysparklog",
+        "storage.aws_secret_access_key": "pysparklog",
+        "storage.aws_region": "us-east-1",
+    }
 
 
 @pytest.fixture(scope="session")

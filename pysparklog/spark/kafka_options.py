@@ -32,8 +32,8 @@ from typing import Any, Literal, NoReturn
 from pysparklog.assignors import assignor_for
 from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, InvalidOffsetError, UnknownTopicError
 from pysparklog.spark.offset_ranges import OffsetRange
+from pysparklog.spark.storage_options import StorageSettings, is_storage_option, log_storage, storage_settings
 from pysparklog.storage.config import INT_MAX, LONG_MAX
-from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 
@@ -218,6 +218,7 @@ class SourceOptions:
             first micro-batch commits; ``None`` for its default.
         ignored_options: The options accepted for compatibility and ignored, as the caller spelled them.
         warnings: What the adapter should log: options ignored in batch queries or overridden by others.
+        storage_settings: The ``storage.<key>`` options: the object store's settings for this query.
     """
 
     path: str
@@ -241,6 +242,7 @@ class SourceOptions:
     initial_offsets_location: str | None = None
     ignored_options: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    storage_settings: StorageSettings = ()
 
     @property
     def strategy(self) -> str:
@@ -337,6 +339,7 @@ class SourceOptions:
             initial_offsets_location=_optional(given, INITIAL_OFFSETS_LOCATION, parse_non_empty),
             ignored_options=tuple(ignored),
             warnings=tuple(warnings),
+            storage_settings=storage_settings(options),
         )
 
 
@@ -372,11 +375,11 @@ def _known_options(options: Mapping[str, str]) -> tuple[dict[str, str], list[str
             given[_BY_LOWER_NAME[lower]] = value
         elif lower in _IGNORED_BY_LOWER_NAME or lower.startswith("kafka."):
             ignored.append(key)
-        else:
+        elif not is_storage_option(lower):
             raise InvalidConfigError(
-                f"option {key!r} is not a pysparklog source option; accepted: {', '.join(SOURCE_OPTIONS)}; "
-                f"accepted and ignored (they configure a broker connection): {', '.join(IGNORED_OPTIONS)} and "
-                "other kafka.* options"
+                f"option {key!r} is not a pysparklog source option; accepted: {', '.join(SOURCE_OPTIONS)}, and "
+                f"storage.<key> for an object store's settings; accepted and ignored (they configure a broker "
+                f"connection): {', '.join(IGNORED_OPTIONS)} and other kafka.* options"
             )
     return given, ignored
 
@@ -797,7 +800,7 @@ def source_log_dir(options: SourceOptions) -> LogDirectory:
     Raises:
         InvalidLogDirectoryError: ``path`` does not exist or is not a directory.
     """
-    storage = storage_for(options.path)
+    storage = log_storage(options.path, options.storage_settings)
     if not storage.is_directory(storage.root):
         raise InvalidLogDirectoryError(
             f"option path = {options.path!r} is not a log directory: it does not exist or is not a directory; "

@@ -45,6 +45,7 @@ import pyarrow as pa
 from pysparklog.errors import CorruptRecordError, SinkCommitError, UnknownTopicError
 from pysparklog.producer import Producer
 from pysparklog.spark.sink_options import DeliveryGuarantee, SinkColumns, SinkOptions, producer_tables
+from pysparklog.spark.storage_options import open_logs
 from pysparklog.storage.io import read_if_exists, storage_for
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.transactions import PreparedTransaction, ProducerSession, TransactionCoordinator
@@ -121,7 +122,7 @@ def write_task(
         UnknownTopicError: A target topic does not exist and ``autoCreateTopics`` is false.
         PySparkLogError: A null topic, an append that failed, a fenced session.
     """
-    logs = LogDirectory(options.path)
+    logs = open_logs(options.path, options.storage_settings)
     exactly_once = options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
     if exactly_once and SinkCommitLog(logs, sink_id).decided(query_id, batch_id):
         for _ in batches:  # already committed by an earlier run: nothing to write again

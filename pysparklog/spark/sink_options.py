@@ -84,6 +84,7 @@ from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import ACCEPTED_CONFIGS as _PRODUCER_CONFIGS
 from pysparklog.producer import ProducerConfig
 from pysparklog.spark.kafka_options import parse_boolean, parse_non_empty, spelled_options
+from pysparklog.spark.storage_options import StorageSettings, is_storage_option, storage_settings
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.records.arrow_records import HEADER_TYPE
 from pysparklog.storage.topics import validate_topic_name
@@ -191,6 +192,7 @@ class SinkOptions:
             accepted so that a migrated query needs no edit, as the caller spelled them, for the writer to log.
         checkpoint_location: The streaming query's ``checkpointLocation``, which Spark passes on: where
             the driver finds the query's id when no task reported it.
+        storage_settings: The ``storage.<key>`` options: the object store's settings for this query.
     """
 
     path: str
@@ -203,6 +205,7 @@ class SinkOptions:
     transaction_timeout_ms: int
     ignored_options: tuple[str, ...]
     checkpoint_location: str | None = None
+    storage_settings: StorageSettings = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -248,6 +251,7 @@ class SinkOptions:
             transaction_timeout_ms=timeout_ms,
             ignored_options=tuple(ignored),
             checkpoint_location=checkpoint,
+            storage_settings=storage_settings(options),
         )
 
 
@@ -275,12 +279,12 @@ def _known_options(
             spelled[lower] = key
         elif lower.startswith("kafka."):
             ignored.append(key)
-        elif lower not in _SPARK_LOWER_NAMES:
+        elif lower not in _SPARK_LOWER_NAMES and not is_storage_option(lower):
             raise InvalidConfigError(
-                f"option {key!r} is not a pysparklog sink option; accepted: {', '.join(SINK_OPTIONS)}, and kafka.* "
+                f"option {key!r} is not a pysparklog sink option; accepted: {', '.join(SINK_OPTIONS)}, kafka.* "
                 f"producer configs: {', '.join(f'kafka.{name}' for name in PRODUCER_CONFIGS)}, "
-                f"{KAFKA_TRANSACTIONAL_ID}, {KAFKA_TRANSACTION_TIMEOUT_MS}; other kafka.* options are accepted and "
-                "ignored (they configure a broker connection)"
+                f"{KAFKA_TRANSACTIONAL_ID}, {KAFKA_TRANSACTION_TIMEOUT_MS}, and storage.<key> for an object store's "
+                "settings; other kafka.* options are accepted and ignored (they configure a broker connection)"
             )
     return given, producer, spelled, ignored
 

@@ -1,7 +1,8 @@
 """A streaming job for ``test_sink_recovery``: ``format("pysparklog")`` in, ``format("pysparklog")`` out, exactly once.
 
 Run it from the repository root as ``python -m tests.spark.sink_job <log dir> <checkpoint> <mode> [<arguments>]``
-(``flaky`` takes a marker directory, ``crash`` a crash point and optionally ``minPartitions``); it starts its own
+(``flaky`` takes a marker directory, ``crash`` a crash point and optionally ``minPartitions``; the ``storage.*``
+options of a log directory on an object store come from ``$SINK_JOB_STORAGE_OPTIONS``, JSON); it starts its own
 SparkSession, so that a test can kill it (JVM and Python workers included) and start it again.
 
 The log directory must hold the topics ``input`` and ``output``. The query reads ``input`` from the earliest offset,
@@ -48,6 +49,8 @@ from pysparklog.transactions import ProducerSession, TransactionCoordinator
 
 INPUT = "input"
 OUTPUT = "output"
+#: The environment variable holding the ``storage.*`` options of both ends as JSON (a log directory on an object store).
+STORAGE_OPTIONS_ENV = "SINK_JOB_STORAGE_OPTIONS"
 #: Small, so that a run is many micro-batches and a kill lands in one of them.
 MAX_OFFSETS_PER_TRIGGER = 1000
 #: ``finish`` goes faster: Spark re-runs the micro-batch a killed run left with the offsets it recorded, and plans
@@ -228,9 +231,16 @@ def session(master: str, **conf: str) -> SparkSession:
     return spark
 
 
+def storage_options() -> dict[str, str]:
+    """The ``storage.*`` options of both ends (an object store's settings), from ``STORAGE_OPTIONS_ENV`` (JSON)."""
+    options: dict[str, str] = json.loads(os.environ.get(STORAGE_OPTIONS_ENV, "{}"))
+    return options
+
+
 def source(spark: SparkSession, log_dir: str, max_offsets: int, min_partitions: str | None = None) -> DataFrame:
     reader = (
         spark.readStream.format("pysparklog")
+        .options(**storage_options())
         .option("path", log_dir)
         .option("subscribe", INPUT)
         .option("startingOffsets", "earliest")
@@ -270,6 +280,7 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"unknown mode {mode!r}; accepted: run, finish, flaky, crash")
     writer = (
         df.writeStream.format(sink)
+        .options(**storage_options())
         .option("path", log_dir)
         .option("topic", OUTPUT)
         .option("deliveryGuarantee", "exactly-once")

@@ -24,9 +24,8 @@ from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.retention import run_retention
 from pysparklog.storage.sealing import Manifest, Manifests
 from tests.cli.test_dump_log import assert_like_kafka
-from tests.conftest import keyed_table, read_all
+from tests.conftest import BUCKET, keyed_table, read_all
 from tests.interop.kafka_tools import DumpLogSegments
-from tests.storage.conftest import BUCKET
 from tests.storage.fault_proxy import FAULTS
 from tests.storage.test_transactions import ABORT, COMMIT, Model, Producers, check_against, plain
 
