@@ -852,6 +852,8 @@ def clean_log(
         )
     if not log.storage.is_directory(log.directory):
         return CleanResult(log.topic, log.partition, False, "the log has no segment")
+    if log.compaction_refused is not None:
+        return CleanResult(log.topic, log.partition, False, log.compaction_refused)
     lock = log.storage.lock(f"{log.directory}/{CLEANER_LOCK}")
     try:
         with lock.try_exclusive() as held:

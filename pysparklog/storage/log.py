@@ -105,6 +105,9 @@ _T = TypeVar("_T")
 class PartitionLog:
     """One partition's log directory.
 
+    Attributes:
+        compaction_refused: Why the log cleaner cannot swap compacted segments in; None when it can.
+
     Args:
         directory: The ``<topic>-<partition>`` directory (created on the first append): a filesystem
             path, or a path of ``storage`` when one is given.
@@ -116,6 +119,8 @@ class PartitionLog:
     Raises:
         InvalidLogDirectoryError: ``directory`` is not named ``<topic>-<partition>``.
     """
+
+    compaction_refused: str | None = None
 
     def __init__(
         self,

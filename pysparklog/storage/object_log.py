@@ -167,6 +167,11 @@ class ObjectPartitionLog(PartitionLog):
         self._committed_log_start = 0  # the highest log start of the commits this object applied
         self._applied = self.storage.lock(f"{self.directory}/{APPLIED_FILE}")
 
+    compaction_refused = (
+        "compaction of a log on an object store is not supported yet: a cleanup.policy=compact topic belongs on a "
+        "filesystem log directory for now"
+    )
+
     def __repr__(self) -> str:
         return f"ObjectPartitionLog({self.remote_directory!r})"
 
@@ -491,10 +496,8 @@ class ObjectPartitionLog(PartitionLog):
         return self.raise_log_start_offset(segment_bases[len(bases)])
 
     def replace_segments(self, old_bases: Sequence[int], cleaned_base: int) -> None:
-        raise PySparkLogError(
-            f"{self.remote_directory}: compaction of a log on an object store is not supported yet; "
-            f"cleanup.policy=compact topics belong on a filesystem log directory"
-        )
+        """Refused: the cleaner's swap would change this host's replica only (``compaction_refused``)."""
+        raise PySparkLogError(f"{self.remote_directory}: {self.compaction_refused}")
 
 
 def _applied(record: LockedRecord) -> tuple[int, int]:

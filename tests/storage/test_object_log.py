@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 
 from pysparklog import BatchSettings, LogConfig, LogDirectory
-from pysparklog.errors import CorruptRecordError, InvalidOffsetError, OutOfOrderSequenceError
+from pysparklog.errors import CorruptRecordError, InvalidOffsetError, OutOfOrderSequenceError, PySparkLogError
+from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.commit_log import CommitLog
 from pysparklog.storage.io import PutMode, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
@@ -158,6 +159,19 @@ def test_a_replica_of_a_log_emptied_and_written_again_starts_over(remote: Object
     _open(remote, tmp_path / "b").append_arrow(keyed_table(1, start=100))
     again = _open(remote, tmp_path / "a")
     assert _values(again) == keyed_table(1, start=100).column("value").to_pylist()
+
+
+def test_the_cleaner_leaves_a_compacted_topic_on_an_object_store_alone_saying_why(
+    remote: ObjectStorage, tmp_path: Path
+) -> None:
+    log = _open(remote, tmp_path / "a", cleanup_policy=frozenset({"compact"}), segment_bytes=1000)
+    for _ in range(6):
+        log.append_arrow(keyed_table(5))  # the same keys again: compaction would drop records
+    result = clean_log(log, now_ms=2**62)
+    assert not result.cleaned and "object store" in result.reason
+    assert read_all(log).num_rows == 30
+    with pytest.raises(PySparkLogError, match="not supported yet"):
+        log.replace_segments([0], 0)
 
 
 def test_a_damaged_commit_is_a_typed_error_naming_it(remote: ObjectStorage, tmp_path: Path) -> None:
