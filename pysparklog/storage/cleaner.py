@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError
+from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError, StorageConflictError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
 from pysparklog.storage.io import LOG_DIR_LOCK, Storage
@@ -852,16 +852,18 @@ def clean_log(
         )
     if not log.storage.is_directory(log.directory):
         return CleanResult(log.topic, log.partition, False, "the log has no segment")
-    if log.compaction_refused is not None:
-        return CleanResult(log.topic, log.partition, False, log.compaction_refused)
-    lock = log.storage.lock(f"{log.directory}/{CLEANER_LOCK}")
     try:
-        with lock.try_exclusive() as held:
-            if held is None:
-                return CleanResult(log.topic, log.partition, False, "another cleaner is compacting it")
-            return _clean_locked(log, config, _now(now_ms), dedupe_buffer_bytes)
-    finally:
-        lock.close()
+        with log.compaction_scope() as target:
+            lock = target.storage.lock(f"{target.directory}/{CLEANER_LOCK}")
+            try:
+                with lock.try_exclusive() as held:
+                    if held is None:
+                        return CleanResult(log.topic, log.partition, False, "another cleaner is compacting it")
+                    return _clean_locked(target, config, _now(now_ms), dedupe_buffer_bytes)
+            finally:
+                lock.close()
+    except StorageConflictError:
+        return CleanResult(log.topic, log.partition, False, "another process sealed or compacted it during the round")
 
 
 def run_cleaner(

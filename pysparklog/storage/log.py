@@ -29,6 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import TypeVar
 
@@ -105,8 +106,6 @@ _T = TypeVar("_T")
 class PartitionLog:
     """One partition's log directory.
 
-    Attributes:
-        compaction_refused: Why the log cleaner cannot swap compacted segments in; None when it can.
 
     Args:
         directory: The ``<topic>-<partition>`` directory (created on the first append): a filesystem
@@ -119,8 +118,6 @@ class PartitionLog:
     Raises:
         InvalidLogDirectoryError: ``directory`` is not named ``<topic>-<partition>``.
     """
-
-    compaction_refused: str | None = None
 
     def __init__(
         self,
@@ -658,6 +655,11 @@ class PartitionLog:
                 )
             begin_swap(self._segments, cleaned_base, old_bases)
             self._complete_pending_swap(record)
+
+    def compaction_scope(self) -> AbstractContextManager[PartitionLog]:
+        """The log a compaction round works on and swaps its cleaned segments into: this one. (A log on an
+        object store compacts a scratch copy of its sealed segments instead, and seals the result.)"""
+        return nullcontext(self)
 
     def _complete_pending_swap(self, record: LockedRecord) -> None:
         """Finish a swap a process died in, and record that the segments changed. Runs under the write lock."""

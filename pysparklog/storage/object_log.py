@@ -39,12 +39,13 @@ import hashlib
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError
+from pysparklog.errors import CorruptRecordError, InvalidOffsetError, StorageConflictError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.commit_log import Commit, CommitLog
 from pysparklog.storage.config import LogConfig
@@ -71,6 +72,9 @@ _NO_TOPIC_ID = "no-topic-id"
 SEAL_COMMITS = 1000
 #: The files of a sealed segment, as Kafka names them (a ``.txnindex`` only where a transaction aborted).
 _SEALED_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+_OPTIONAL_SUFFIXES = (TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+_DOWNLOAD_CHUNK_BYTES = 8 * 1024 * 1024
+_MAX_MANIFEST_RETRIES = 5
 
 
 class CommitKind(enum.IntEnum):
@@ -167,11 +171,6 @@ class ObjectPartitionLog(PartitionLog):
         self._committed_log_start = 0  # the highest log start of the commits this object applied
         self._applied = self.storage.lock(f"{self.directory}/{APPLIED_FILE}")
 
-    compaction_refused = (
-        "compaction of a log on an object store is not supported yet: a cleanup.policy=compact topic belongs on a "
-        "filesystem log directory for now"
-    )
-
     def __repr__(self) -> str:
         return f"ObjectPartitionLog({self.remote_directory!r})"
 
@@ -197,7 +196,7 @@ class ObjectPartitionLog(PartitionLog):
         if last is None or last.number <= applied:
             return end
         if self._commits.read(applied + 1) is None:  # sealed, and deleted once a later manifest covered it
-            applied, end = self._apply_sealed(record, applied, end)
+            applied, end = self._apply_sealed(record, applied)
         for commit in self._commits.read_range(applied + 1, last):
             body = PartitionCommit.decode(commit, self._commits.path(commit.number))
             if body.base_offset != end:
@@ -211,34 +210,60 @@ class ObjectPartitionLog(PartitionLog):
             end = body.end_offset
         return end
 
-    def _apply_sealed(self, record: LockedRecord, applied: int, end: int) -> tuple[int, int]:
-        """Follow the sealed segments of the last manifest from ``end`` (the commits after ``applied`` are
-        gone); a replica that cannot continue from ``end`` (it is empty, or retention removed what it lacks)
-        starts over where the sealed segments start, as a Kafka follower does."""
-        manifest = self._manifests.latest()
-        if manifest is None or manifest.commit <= applied:
+    def _apply_sealed(self, record: LockedRecord, applied: int) -> tuple[int, int]:
+        """Start the replica over from the last manifest's sealed segments, downloaded (the commits after
+        ``applied`` are gone: sealed, and deleted once a later manifest covered them), as a Kafka follower
+        that fell too far behind starts over from the leader's log. Sealed segments are downloaded whole, not
+        appended batch by batch: compaction leaves gaps between offsets, which only the segments keep."""
+        for _attempt in range(_MAX_MANIFEST_RETRIES):
+            manifest = self._manifests.latest()
+            if manifest is None or manifest.commit <= applied:
+                raise CorruptRecordError(
+                    f"commit {applied + 1} of {self.remote_directory} is missing and no manifest covers it",
+                    file=self._commits.path(applied + 1),
+                )
+            try:
+                self._download_sealed(manifest, self)
+            except FileNotFoundError:
+                continue  # a newer manifest replaced those segments (compaction, retention) meanwhile
+            if manifest.log_start_offset > PartitionLog.view(self).log_start_offset:
+                self._apply_log_start(manifest.log_start_offset)
+            record.write(_APPLIED.pack(manifest.commit, manifest.end_offset))
+            return manifest.commit, manifest.end_offset
+        raise CorruptRecordError(
+            f"the sealed segments of {self.remote_directory} kept changing under a replica starting over",
+            file=self._manifests.path(0),
+        )
+
+    def _download_sealed(self, manifest: Manifest, log: PartitionLog) -> None:
+        """Make ``log`` (a replica, or a cleaner's scratch copy) the manifest's sealed segments: emptied, the
+        segments' files downloaded into it, an empty segment at the manifest's end, then recovered.
+
+        Raises:
+            FileNotFoundError: A segment's object is gone.
+            CorruptRecordError: The files do not end at the manifest's end offset.
+        """
+        segments = manifest.segments
+        first = segments[0] if segments else None
+        start = first.base_offset if first is not None else manifest.end_offset
+        log.truncate_fully_and_start_at(start, self._manifests.snapshot(manifest, first))
+        for segment in segments:
+            for suffix in _SEALED_SUFFIXES:
+                target = f"{log.directory}/{filename_prefix(segment.base_offset)}{suffix}"
+                _copy(self.remote, segment.path(self.remote_directory, suffix), log.storage, target, suffix)
+        end_prefix = f"{log.directory}/{filename_prefix(manifest.end_offset)}"
+        if first is not None:
+            log.storage.put(f"{end_prefix}{LOG_SUFFIX}", b"")
+            snapshot = self._manifests.snapshot(manifest)
+            if snapshot is not None:
+                log.storage.put(f"{end_prefix}{SNAPSHOT_SUFFIX}", snapshot)
+        log.recover()
+        if PartitionLog.view(log).log_end_offset != manifest.end_offset:
             raise CorruptRecordError(
-                f"commit {applied + 1} of {self.remote_directory} is missing and no manifest covers it",
-                file=self._commits.path(applied + 1),
-            )
-        needed = [segment for segment in manifest.segments if segment.end_offset > end]
-        if not needed or needed[0].base_offset > end:
-            start = needed[0].base_offset if needed else manifest.end_offset
-            self.truncate_fully_and_start_at(start, self._manifests.snapshot(manifest, needed[0] if needed else None))
-            end = start
-        for segment in needed:
-            for batches in self._manifests.sealed_batches(segment, end):
-                self.append_replica(batches, end)
-                end = int(batches.entries.last_offsets[-1]) + 1
-        if end != manifest.end_offset:
-            raise CorruptRecordError(
-                f"the sealed segments of manifest {manifest.generation} end at {end}, not {manifest.end_offset}",
+                f"the sealed segments of manifest {manifest.generation} end at "
+                f"{PartitionLog.view(log).log_end_offset}, not at its end offset {manifest.end_offset}",
                 file=self._manifests.path(manifest.generation),
             )
-        if manifest.log_start_offset > PartitionLog.view(self).log_start_offset:
-            self._apply_log_start(manifest.log_start_offset)
-        record.write(_APPLIED.pack(manifest.commit, end))
-        return manifest.commit, end
 
     def _reconciled(self, record: LockedRecord) -> tuple[int, int]:
         """The last commit the replica holds and its log end, checked against the replica's own log end.
@@ -410,6 +435,7 @@ class ObjectPartitionLog(PartitionLog):
                 log_start,
                 f"{sealed_dir}/{filename_prefix(end)}{SNAPSHOT_SUFFIX}",
                 tuple(s for s in (*earlier, *segments) if s.end_offset > log_start),
+                previous.cleaned_through if previous is not None else 0,
             )
             if not self._manifests.create(manifest):
                 for path in uploaded:
@@ -422,9 +448,7 @@ class ObjectPartitionLog(PartitionLog):
             self._retire(previous, manifest)
         return manifest
 
-    def _upload(
-        self, scratch: ObjectPartitionLog, sealed_dir: str, segments: list[SealedSegment], end: int
-    ) -> list[str]:
+    def _upload(self, scratch: PartitionLog, sealed_dir: str, segments: list[SealedSegment], end: int) -> list[str]:
         """Put the scratch replica's files of ``segments`` and its producer snapshot at ``end``; returns the paths."""
         uploaded = []
         local = [(segment.base_offset, suffix) for segment in segments for suffix in _SEALED_SUFFIXES]
@@ -440,8 +464,9 @@ class ObjectPartitionLog(PartitionLog):
 
     def _retire(self, previous: Manifest, manifest: Manifest) -> None:
         """Delete what ``manifest`` made unneeded one generation late: the commits ``previous`` covered and
-        the sealed segments retention dropped."""
-        for number in range(previous.first_commit, previous.commit + 1):
+        the sealed segments retention or compaction replaced. The last commit ``manifest`` covers stays, so
+        that the log's last commit is always there to be found (a manifest of a compaction covers no new one)."""
+        for number in range(previous.first_commit, min(previous.commit + 1, manifest.commit)):
             self.remote.delete(self._commits.path(number))
         kept = {(s.directory, s.base_offset) for s in manifest.segments}
         for segment in previous.segments:
@@ -495,9 +520,68 @@ class ObjectPartitionLog(PartitionLog):
             )
         return self.raise_log_start_offset(segment_bases[len(bases)])
 
-    def replace_segments(self, old_bases: Sequence[int], cleaned_base: int) -> None:
-        """Refused: the cleaner's swap would change this host's replica only (``compaction_refused``)."""
-        raise PySparkLogError(f"{self.remote_directory}: {self.compaction_refused}")
+    @contextmanager
+    def compaction_scope(self) -> Iterator[PartitionLog]:
+        """The log cleaner compacts the sealed segments (the commits are sealed first): in a scratch copy of
+        the last manifest's, downloaded, whose result is sealed under the next manifest, created only if
+        absent. This host's replica keeps what it holds: a compacted topic promises the latest value of each
+        key, never the absence of older ones.
+
+        Raises:
+            StorageConflictError: Another process sealed or compacted the log during the round; nothing of the
+                round is kept.
+        """
+        self.seal()
+        manifest = self._manifests.latest()
+        scratch_root = f"{self.checkpoint_dir}/compacting-{self._commits.writer_id}"
+        scratch = PartitionLog(
+            f"{scratch_root}/{self.topic}-{self.partition}", self.config, checkpoint_dir=scratch_root
+        )
+        cleaner_checkpoint = f"{scratch_root}/{checkpoints.CLEANER_OFFSET_CHECKPOINT}"
+        tp = (self.topic, self.partition)
+        try:
+            if manifest is None or not manifest.segments:
+                yield scratch  # nothing sealed: nothing to compact
+                return
+            self._download_sealed(manifest, scratch)
+            checkpoints.write_offset_checkpoint(scratch.storage, cleaner_checkpoint, {tp: manifest.cleaned_through})
+            before = scratch.segment_infos()
+            yield scratch
+            if scratch.segment_infos() != before:
+                cleaned = checkpoints.read_offset_checkpoint(scratch.storage, cleaner_checkpoint).get(tp, 0)
+                self._publish_compacted(manifest, scratch, cleaned)
+        finally:
+            scratch.close()
+            scratch.storage.delete_tree(scratch_root)
+
+    def _publish_compacted(self, manifest: Manifest, scratch: PartitionLog, cleaned_through: int) -> None:
+        """Seal the scratch copy's compacted segments under the manifest after ``manifest``.
+
+        Raises:
+            StorageConflictError: That manifest exists already (another process sealed or compacted first).
+        """
+        generation = manifest.generation + 1
+        sealed_dir = f"{SEALED}/{generation}-{self._commits.writer_id}"
+        bases = list(PartitionLog.view(scratch).segment_bases)  # the last is the empty one at the end
+        segments = [SealedSegment(b, e, sealed_dir) for b, e in zip(bases, bases[1:], strict=False)]
+        uploaded = self._upload(scratch, sealed_dir, segments, manifest.end_offset)
+        compacted = Manifest(
+            generation,
+            manifest.commit + 1,  # it covers no new commit
+            manifest.commit,
+            manifest.end_offset,
+            manifest.log_start_offset,
+            f"{sealed_dir}/{filename_prefix(manifest.end_offset)}{SNAPSHOT_SUFFIX}",
+            tuple(segments),
+            cleaned_through,
+        )
+        if not self._manifests.create(compacted):
+            for path in uploaded:
+                self.remote.delete(path)
+            raise StorageConflictError(
+                f"manifest {generation} of {self.remote_directory} was created by another process during the round"
+            )
+        self._retire(manifest, compacted)
 
 
 def _applied(record: LockedRecord) -> tuple[int, int]:
@@ -505,3 +589,26 @@ def _applied(record: LockedRecord) -> tuple[int, int]:
     data = record.read(_APPLIED.size)
     applied, end = _APPLIED.unpack(data) if len(data) == _APPLIED.size else (-1, 0)
     return int(applied), int(end)
+
+
+def _copy(source: Storage, path: str, target: Storage, target_path: str, suffix: str) -> None:
+    """Copy one sealed file down, a ``.log`` a chunk at a time; a ``.txnindex`` or ``.snapshot`` may be absent.
+
+    Raises:
+        FileNotFoundError: A ``.log``, ``.index`` or ``.timeindex`` is absent.
+    """
+    if suffix in _OPTIONAL_SUFFIXES:
+        data = read_if_exists(source, path)
+        if data is not None:
+            target.put(target_path, data)
+        return
+    position = 0
+    while True:
+        chunk = source.read(path, position, _DOWNLOAD_CHUNK_BYTES)
+        if position == 0:
+            target.put(target_path, chunk)
+        elif chunk:
+            target.append(target_path, chunk)
+        position += len(chunk)
+        if len(chunk) < _DOWNLOAD_CHUNK_BYTES:
+            return

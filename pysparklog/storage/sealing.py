@@ -12,37 +12,33 @@ deletes what it uploaded. Once a manifest covers them, the commits the previous 
 deleted (one generation late, so that a reader in the middle of them finishes), and a replica that finds
 a commit gone reads the sealed segments instead.
 
+The log cleaner compacts the sealed segments the same way: in a scratch copy of them, downloaded, whose
+compacted segments it uploads under the next manifest (same commits, same end), which is created only if
+absent like any other.
+
 A manifest, JSON::
 
     {"version": 0, "generation": G, "first_commit": <first commit it covers>, "commit": <last commit covered>,
      "end_offset": <offset after it>,
-     "log_start_offset": L, "snapshot": "<sealed dir>/<end offset>.snapshot",
+     "log_start_offset": L, "snapshot": "<sealed dir>/<end offset>.snapshot", "cleaned_through": <the
+     cleaner's first dirty offset>,
      "segments": [{"base_offset": b, "end_offset": e, "directory": "sealed/<G>-<writer>"}, ...]}
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-
-import numpy as np
 
 from pysparklog.errors import CorruptRecordError, StorageConflictError
 from pysparklog.storage.commit_log import NUMBER_DIGITS
 from pysparklog.storage.io import PutMode, Storage, read_if_exists
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
-from pysparklog.storage.records.memory_records import scan, verify_crcs
-from pysparklog.storage.segment import LOG_SUFFIX, filename_prefix
-from pysparklog.storage.validator import Batches
+from pysparklog.storage.segment import filename_prefix
 
 MANIFESTS = "manifests"
 SEALED = "sealed"
 _VERSION = 0
-#: How many bytes of a sealed ``.log`` a replica reads at a time.
-READ_CHUNK_BYTES = 8 * 1024 * 1024
-_LENGTH_AT = 8  # a batch starts with its base offset (int64), then the length of the rest (int32)
-_BATCH_HEADER = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +66,7 @@ class Manifest:
     log_start_offset: int
     snapshot: str
     segments: tuple[SealedSegment, ...]
+    cleaned_through: int = 0
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -81,6 +78,7 @@ class Manifest:
                 "end_offset": self.end_offset,
                 "log_start_offset": self.log_start_offset,
                 "snapshot": self.snapshot,
+                "cleaned_through": self.cleaned_through,
                 "segments": [
                     {"base_offset": s.base_offset, "end_offset": s.end_offset, "directory": s.directory}
                     for s in self.segments
@@ -114,6 +112,7 @@ class Manifest:
                 _offset(document["log_start_offset"]),
                 str(document["snapshot"]),
                 segments,
+                _offset(document["cleaned_through"]),
             )
         except (ValueError, KeyError, TypeError) as error:
             raise CorruptRecordError(f"not a pysparklog manifest: {error!r}", file=path) from None
@@ -175,35 +174,6 @@ class Manifests:
             return False
         self._latest = manifest
         return True
-
-    def sealed_batches(self, segment: SealedSegment, start_offset: int) -> Iterator[Batches]:
-        """The batches of a sealed segment from ``start_offset`` (a batch boundary) on, a chunk of ranged
-        reads at a time, each checked.
-
-        Raises:
-            CorruptRecordError: The object is not whole batches of the segment's offsets.
-            FileNotFoundError: The segment is gone (retention dropped it from a later manifest).
-        """
-        path = segment.path(self.directory, LOG_SUFFIX)
-        position, length = 0, READ_CHUNK_BYTES
-        while data := self.storage.read(path, position, length):
-            buf = np.frombuffer(bytearray(data), dtype=np.uint8)
-            entries = scan(buf, file=path, base_position=position)
-            if not len(entries):  # one batch larger than a chunk: read it whole
-                whole = (
-                    _BATCH_HEADER + int.from_bytes(data[_LENGTH_AT:_BATCH_HEADER], "big")
-                    if len(data) >= _BATCH_HEADER
-                    else 0
-                )
-                if len(data) < length or whole <= len(data):
-                    raise CorruptRecordError("a sealed segment ends inside a batch", file=path, position=position)
-                length = whole
-                continue
-            verify_crcs(buf, entries, file=path, base_position=position)
-            keep = entries.base_offsets >= start_offset
-            if keep.any():
-                yield Batches(buf, entries.select(keep))
-            position, length = position + int(entries.stop_position), READ_CHUNK_BYTES
 
     def snapshot(self, manifest: Manifest, segment: SealedSegment | None = None) -> bytes | None:
         """The producer snapshot at ``segment``'s base (default: at the manifest's end), if there is one."""

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from pysparklog import BatchSettings, LogConfig, LogDirectory
-from pysparklog.errors import CorruptRecordError, InvalidOffsetError, OutOfOrderSequenceError, PySparkLogError
+from pysparklog.errors import CorruptRecordError, InvalidOffsetError, OutOfOrderSequenceError
 from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.commit_log import CommitLog
 from pysparklog.storage.io import PutMode, Storage
@@ -161,17 +161,52 @@ def test_a_replica_of_a_log_emptied_and_written_again_starts_over(remote: Object
     assert _values(again) == keyed_table(1, start=100).column("value").to_pylist()
 
 
-def test_the_cleaner_leaves_a_compacted_topic_on_an_object_store_alone_saying_why(
+def _rounds(log: ObjectPartitionLog, rounds: int, keys: int = 5) -> None:
+    """``rounds`` appends of the same ``keys`` keys, round ``r`` giving each the value ``r<r>``."""
+    for r in range(rounds):
+        log.append_arrow(pa.table({"key": [f"k{k}".encode() for k in range(keys)], "value": [f"r{r}".encode()] * keys}))
+
+
+def _latest_by_key(table: pa.Table) -> dict[bytes, bytes]:
+    return dict(zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True))
+
+
+def test_compaction_on_an_object_store_seals_compacted_segments_new_replicas_read(
     remote: ObjectStorage, tmp_path: Path
 ) -> None:
-    log = _open(remote, tmp_path / "a", cleanup_policy=frozenset({"compact"}), segment_bytes=1000)
-    for _ in range(6):
-        log.append_arrow(keyed_table(5))  # the same keys again: compaction would drop records
+    compact: dict[str, Any] = {
+        "cleanup_policy": frozenset({"compact"}),
+        "segment_bytes": 600,
+        "min_cleanable_dirty_ratio": 0.01,
+    }
+    log = _open(remote, tmp_path / "a", **compact)
+    _rounds(log, 6)
     result = clean_log(log, now_ms=2**62)
-    assert not result.cleaned and "object store" in result.reason
-    assert read_all(log).num_rows == 30
-    with pytest.raises(PySparkLogError, match="not supported yet"):
-        log.replace_segments([0], 0)
+    assert result.cleaned and result.records_kept < result.records_read
+    manifest = Manifests(remote, remote.join("t-0")).latest()
+    assert manifest is not None and manifest.cleaned_through > 0 and manifest.end_offset == 30
+    fresh = _open(remote, tmp_path / "fresh", **compact)
+    table = read_all(fresh)
+    assert table.num_rows < 30, "a new replica reads the compacted segments"
+    assert _latest_by_key(table) == {f"k{k}".encode(): b"r5" for k in range(5)}
+    offsets = table.column("offset").to_pylist()
+    assert offsets == sorted(offsets) and offsets[-1] == 29, "compaction keeps the records' offsets"
+    assert _latest_by_key(read_all(log)) == _latest_by_key(table), "the old replica keeps what it held"
+    assert fresh.append_arrow(keyed_table(1)).first_offset == 30
+    assert log.log_end_offset == 31
+
+
+def test_a_compaction_that_loses_its_manifest_keeps_nothing(
+    remote: ObjectStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _open(remote, tmp_path / "a", cleanup_policy=frozenset({"compact"}), segment_bytes=600)
+    _rounds(log, 6)
+    log.seal()
+    before = sorted(remote.list(f"{remote.join('t-0')}/sealed"))
+    monkeypatch.setattr(log._manifests, "create", lambda manifest: False)  # another process sealed first
+    result = clean_log(log, now_ms=2**62)
+    assert not result.cleaned and "during the round" in result.reason
+    assert sorted(remote.list(f"{remote.join('t-0')}/sealed")) == before, "the round's uploads are deleted"
 
 
 def test_a_damaged_commit_is_a_typed_error_naming_it(remote: ObjectStorage, tmp_path: Path) -> None:
