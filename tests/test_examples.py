@@ -21,7 +21,7 @@ import pytest
 from examples.changelog_table import expected_table, user_updates
 from examples.common import STATUSES, latest_per_order, order_events, parse_results, topic_records
 from pysparklog import LogDirectory
-from tests.conftest import BROKER_LOG_DIR
+from tests.conftest import BROKER_LOG_DIR, BUCKET
 from tests.pipeline_runner import PipelineJob, PipelineRun, run_pipelines
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -46,7 +46,7 @@ def log_and_work(directory: Path) -> list[str | Path]:
     return ["--log-dir", directory / "logs", "--work-dir", directory / "work"]
 
 
-#: Each example's command line, given its own directory.
+#: Each example's command line, given its own directory (or, for those run on S3, its own prefix of the bucket).
 ARGUMENTS: dict[str, Callable[[Path], list[str | Path]]] = {
     "quickstart": lambda d: ["--orders", str(QUICKSTART_ORDERS), "--log-dir", d / "logs"],
     "migrate_from_kafka": lambda d: ["--records", str(GUIDE_RECORDS), *log_and_work(d)],
@@ -55,7 +55,15 @@ ARGUMENTS: dict[str, Callable[[Path], list[str | Path]]] = {
     "changelog_table": lambda d: ["--users", str(USERS), "--rounds", str(ROUNDS), "--log-dir", d / "logs"],
     "broker_log_analysis": lambda d: [BROKER_LOG_DIR, "--log-dir", d / "copy"],
     "lag_monitor": lambda d: ["--log-dir", d / "logs", "--out", d / "plots" / "lag.png"],
+    "quickstart_on_s3": lambda d: ["--orders", str(QUICKSTART_ORDERS), "--log-dir", s3_url(d)],
+    "changelog_table_on_s3": lambda d: ["--users", str(USERS), "--rounds", str(ROUNDS), "--log-dir", s3_url(d)],
 }
+#: The runs of examples unchanged but for a log directory on S3 (the loopback server), by run name.
+ON_S3 = {"quickstart_on_s3": "quickstart", "changelog_table_on_s3": "changelog_table"}
+
+
+def s3_url(directory: Path) -> str:
+    return f"s3://{BUCKET}{directory}/logs"
 
 
 @dataclass(frozen=True)
@@ -84,9 +92,15 @@ def examples(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     when the first of those tests asks."""
     module_tests = [item.name for item in request.session.items if item.module is request.module]  # type: ignore[attr-defined]
     selected = [name for name in ARGUMENTS if any(test.startswith(f"test_{name}_") for test in module_tests)]
+    if any(name in ON_S3 for name in selected):
+        request.getfixturevalue("s3_endpoint")  # the runner, its JVM and its workers inherit the AWS_* variables
     base = tmp_path_factory.mktemp("examples")
     jobs = [
-        PipelineJob(id=name, module=f"examples.{name}", argv=[str(arg) for arg in ARGUMENTS[name](base / name)])
+        PipelineJob(
+            id=name,
+            module=f"examples.{ON_S3.get(name, name)}",
+            argv=[str(arg) for arg in ARGUMENTS[name](base / name)],
+        )
         for name in selected
     ]
     broker_before = snapshot(BROKER_LOG_DIR)
@@ -202,9 +216,26 @@ def test_delta_to_log_publishes_the_change_feed(examples: Examples) -> None:
 
 
 @pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
+def test_quickstart_on_s3_streams_what_it_produced(examples: Examples) -> None:
+    output = examples.output("quickstart_on_s3")
+    result = parse_results(output)["quickstart"]
+    events = order_events(QUICKSTART_ORDERS)
+    assert int(result["produced"]) == int(result["streamed"]) == len(events)
+    url = s3_url(examples.directory("quickstart_on_s3"))
+    assert sorted(topic_records(url, "orders").column("value").to_pylist()) == sorted(e.value for e in events)
+
+
+@pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
 def test_changelog_table_compacts_and_keeps_the_latest_per_key(examples: Examples) -> None:
-    log_dir = examples.directory("changelog_table") / "logs"
-    output = examples.output("changelog_table")
+    check_changelog_table(examples.output("changelog_table"), examples.directory("changelog_table") / "logs")
+
+
+@pytest.mark.timeout(EXAMPLES_TIMEOUT_S + 30)
+def test_changelog_table_on_s3_compacts_and_keeps_the_latest_per_key(examples: Examples) -> None:
+    check_changelog_table(examples.output("changelog_table_on_s3"), s3_url(examples.directory("changelog_table_on_s3")))
+
+
+def check_changelog_table(output: str, log_dir: str | Path) -> None:
 
     changes = user_updates(USERS, ROUNDS)
     expected = expected_table(changes)

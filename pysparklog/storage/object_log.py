@@ -524,8 +524,9 @@ class ObjectPartitionLog(PartitionLog):
     def compaction_scope(self) -> Iterator[PartitionLog]:
         """The log cleaner compacts the sealed segments (the commits are sealed first): in a scratch copy of
         the last manifest's, downloaded, whose result is sealed under the next manifest, created only if
-        absent. This host's replica keeps what it holds: a compacted topic promises the latest value of each
-        key, never the absence of older ones.
+        absent. This host's replica then takes the compacted segments; other hosts' replicas keep what they
+        hold until they start over (a compacted topic promises the latest value of each key, never the
+        absence of older ones).
 
         Raises:
             StorageConflictError: Another process sealed or compacted the log during the round; nothing of the
@@ -549,13 +550,16 @@ class ObjectPartitionLog(PartitionLog):
             yield scratch
             if scratch.segment_infos() != before:
                 cleaned = checkpoints.read_offset_checkpoint(scratch.storage, cleaner_checkpoint).get(tp, 0)
-                self._publish_compacted(manifest, scratch, cleaned)
+                compacted = self._publish_compacted(manifest, scratch, cleaned)
+                with self._applied.exclusive() as record:  # this host's replica takes the compacted segments
+                    self._download_sealed(compacted, self)
+                    record.write(_APPLIED.pack(compacted.commit, compacted.end_offset))
         finally:
             scratch.close()
             scratch.storage.delete_tree(scratch_root)
 
-    def _publish_compacted(self, manifest: Manifest, scratch: PartitionLog, cleaned_through: int) -> None:
-        """Seal the scratch copy's compacted segments under the manifest after ``manifest``.
+    def _publish_compacted(self, manifest: Manifest, scratch: PartitionLog, cleaned_through: int) -> Manifest:
+        """Seal the scratch copy's compacted segments under the manifest after ``manifest``; returns it.
 
         Raises:
             StorageConflictError: That manifest exists already (another process sealed or compacted first).
@@ -582,6 +586,7 @@ class ObjectPartitionLog(PartitionLog):
                 f"manifest {generation} of {self.remote_directory} was created by another process during the round"
             )
         self._retire(manifest, compacted)
+        return compacted
 
 
 def _applied(record: LockedRecord) -> tuple[int, int]:

@@ -179,8 +179,9 @@ def test_compaction_on_an_object_store_seals_compacted_segments_new_replicas_rea
         "segment_bytes": 600,
         "min_cleanable_dirty_ratio": 0.01,
     }
-    log = _open(remote, tmp_path / "a", **compact)
+    log, other = _open(remote, tmp_path / "a", **compact), _open(remote, tmp_path / "b", **compact)
     _rounds(log, 6)
+    assert other.log_end_offset == 30
     result = clean_log(log, now_ms=2**62)
     assert result.cleaned and result.records_kept < result.records_read
     manifest = Manifests(remote, remote.join("t-0")).latest()
@@ -191,9 +192,11 @@ def test_compaction_on_an_object_store_seals_compacted_segments_new_replicas_rea
     assert _latest_by_key(table) == {f"k{k}".encode(): b"r5" for k in range(5)}
     offsets = table.column("offset").to_pylist()
     assert offsets == sorted(offsets) and offsets[-1] == 29, "compaction keeps the records' offsets"
-    assert _latest_by_key(read_all(log)) == _latest_by_key(table), "the old replica keeps what it held"
+    assert read_all(log).column("offset").to_pylist() == offsets, "the compacting host's replica takes them"
+    assert read_all(other).num_rows == 30, "another host's replica keeps what it held"
+    assert _latest_by_key(read_all(other)) == _latest_by_key(table)
     assert fresh.append_arrow(keyed_table(1)).first_offset == 30
-    assert log.log_end_offset == 31
+    assert log.log_end_offset == other.log_end_offset == 31
 
 
 def test_a_compaction_that_loses_its_manifest_keeps_nothing(
