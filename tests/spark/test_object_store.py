@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
-from pysparklog import LogDirectory, TopicPartition
+from pysparklog import LogDirectory, OffsetStore, TopicPartition
 from pysparklog.storage.transaction_index import READ_COMMITTED
 from pysparklog.transactions import TransactionCoordinator, TransactionState
 from tests.conftest import BUCKET, s3_storage_options
 from tests.s3_server import ENVIRONMENT
+from tests.spark.conftest import BatchCollector, make_topic, start, stream
 from tests.spark.sink_job import INPUT, OUTPUT, STORAGE_OPTIONS_ENV
 from tests.spark.test_sink_recovery import (
     assert_exits_cleanly,
@@ -48,6 +50,26 @@ def test_batch_write_and_read_on_an_object_store(spark: SparkSession, s3_endpoin
     assert got == sorted(rows)
     offsets = [r.offset for r in read.where("partition = 0").orderBy("offset").collect()]
     assert offsets and offsets[-1] < LogDirectory(url).partition("t", 0).log_end_offset  # a COMMIT marker follows
+
+
+def test_a_stream_with_a_group_id_and_a_rate_limit_on_an_object_store(
+    spark: SparkSession, s3_endpoint: str, url: str, tmp_path: Path, queries: list[StreamingQuery]
+) -> None:
+    make_topic(url, "t", [7, 5])
+    reader = stream(spark, url, subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger="5", group_id="g")
+    query = start(
+        queries,
+        reader.options(**s3_storage_options(s3_endpoint)).load(),
+        tmp_path / "ckpt",
+        sink := BatchCollector(),
+        availableNow=True,
+    )
+    assert query.awaitTermination(120)
+    assert sorted(sink.rows()) == sorted([("t", 0, o) for o in range(7)] + [("t", 1, o) for o in range(5)])
+    assert len(sink.batches) == 3, "maxOffsetsPerTrigger admits 5 records a micro-batch"
+    with OffsetStore(url) as store:
+        committed = {tp: c.offset for tp, c in store.committed("g").items()}
+    assert committed == {TopicPartition("t", 0): 7, TopicPartition("t", 1): 5}
 
 
 def test_an_unknown_store_setting_fails_naming_it(spark: SparkSession, s3_endpoint: str, url: str) -> None:
