@@ -6,9 +6,11 @@ function of a root no other test uses)."""
 from __future__ import annotations
 
 import multiprocessing
+import queue
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +65,32 @@ def run_processes(target: Callable[..., None], args: list[tuple[object, ...]], t
     for process in processes:
         process.join(timeout)
         assert process.exitcode == 0, f"{target.__name__}{process.name} exited with {process.exitcode}"
+
+
+def run_with_a_poller(
+    poll: Callable[..., None],
+    poll_args: tuple[object, ...],
+    target: Callable[..., None],
+    args: list[tuple[object, ...]],
+) -> list[Any]:
+    """``run_processes(target, args)`` while another process runs ``poll(*poll_args, seen, stop)``, which puts what
+    it observes in the queue ``seen`` until the event ``stop`` is set (once the others ended); returns what it put
+    there, in order."""
+    context = multiprocessing.get_context("spawn")
+    seen, stop = context.Queue(), context.Event()
+    poller = context.Process(target=poll, args=(*poll_args, seen, stop))
+    poller.start()
+    try:
+        run_processes(target, args)
+    finally:
+        stop.set()
+    observed = []
+    while poller.is_alive() or not seen.empty():
+        try:
+            observed.append(seen.get(timeout=1))
+        except queue.Empty:
+            poller.join(1)
+    return observed
 
 
 class NoLock:

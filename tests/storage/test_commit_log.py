@@ -4,7 +4,6 @@ alone, on the filesystem and on a real S3-compatible server."""
 from __future__ import annotations
 
 import multiprocessing
-import queue
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -16,7 +15,7 @@ from pysparklog.storage.commit_log import BodyBuilder, Commit, CommitLog
 from pysparklog.storage.io import PutMode, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
 from tests.conftest import BUCKET
-from tests.storage.conftest import BACKENDS
+from tests.storage.conftest import BACKENDS, run_with_a_poller
 from tests.storage.fault_proxy import FAULTS
 
 WRITERS = 4
@@ -169,23 +168,9 @@ def test_writers_and_a_reader_through_failing_requests_lose_and_repeat_nothing(
 ) -> None:
     proxy, faults = faulty_s3_endpoint
     root = str(tmp_path / "faults")
-    context = multiprocessing.get_context("spawn")
-    seen, stop = context.Queue(), context.Event()
-    reader = context.Process(target=_poll, args=(proxy, root, seen, stop))
-    reader.start()
-    writers = [context.Process(target=_append_through_faults, args=(proxy, root, f"w{n}")) for n in range(3)]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(300)
-        assert writer.exitcode == 0
-    stop.set()
-    observed = []
-    while reader.is_alive() or not seen.empty():
-        try:
-            observed.append(seen.get(timeout=1))
-        except queue.Empty:
-            reader.join(1)
+    observed = run_with_a_poller(
+        _poll, (proxy, root), _append_through_faults, [(proxy, root, f"w{n}") for n in range(3)]
+    )
     made = faults.read_text().splitlines()
     assert {line.split(":")[0] for line in made} == {f"fault {kind}" for kind in FAULTS}, "every kind of fault"
     storage = BACKENDS["s3"](root)  # straight to the server

@@ -3,8 +3,6 @@ replica follows them. Against a real S3-compatible server process (tests/s3_serv
 
 from __future__ import annotations
 
-import multiprocessing
-import queue
 import random
 import shutil
 from pathlib import Path
@@ -27,6 +25,7 @@ from pysparklog.storage.sealing import Manifest, Manifests
 from tests.cli.test_dump_log import assert_like_kafka
 from tests.conftest import BUCKET, keyed_table, read_all
 from tests.interop.kafka_tools import DumpLogSegments
+from tests.storage.conftest import run_with_a_poller
 from tests.storage.fault_proxy import FAULTS
 from tests.storage.test_transactions import ABORT, COMMIT, Model, Producers, check_against, plain
 
@@ -239,26 +238,14 @@ def _poll(root: str, endpoint: str | None, cache: str, seen: Any, stop: Any) -> 
 
 
 def _run_writers_and_a_reader(root: str, endpoint: str | None, tmp_path: Path) -> list[list[bytes]]:
-    context = multiprocessing.get_context("spawn")  # obstore's runtime does not survive a fork
-    seen, stop = context.Queue(), context.Event()
-    reader = context.Process(target=_poll, args=(root, endpoint, str(tmp_path / "reader"), seen, stop))
-    reader.start()
     # Two writers share one host's cache (one replica, its lock), the others have their own.
     caches = [str(tmp_path / name) for name in ("w0", "w0", "w2", "w3")]
-    writers = [context.Process(target=_append_many, args=(root, endpoint, caches[n], f"w{n}")) for n in range(WRITERS)]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(300)
-        assert writer.exitcode == 0
-    stop.set()
-    observed = []
-    while reader.is_alive() or not seen.empty():
-        try:
-            observed.append(seen.get(timeout=1))
-        except queue.Empty:
-            reader.join(1)
-    return observed
+    return run_with_a_poller(
+        _poll,
+        (root, endpoint, str(tmp_path / "reader")),
+        _append_many,
+        [(root, endpoint, caches[n], f"w{n}") for n in range(WRITERS)],
+    )
 
 
 def _check_every_append_once_in_order(values: list[bytes], observed: list[list[bytes]]) -> None:
