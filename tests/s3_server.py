@@ -59,7 +59,11 @@ def running(command: list[str], port: int, log: Path | None = None) -> Iterator[
         yield process
     finally:
         process.terminate()
-        process.wait(30)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:  # a busy server may not stop on SIGTERM in time: it holds nothing to keep
+            process.kill()
+            process.wait(30)
 
 
 @contextmanager

@@ -77,6 +77,10 @@ _DOWNLOAD_CHUNK_BYTES = 8 * 1024 * 1024
 _MAX_MANIFEST_RETRIES = 5
 
 
+class _OutOfStep(Exception):
+    """The replica does not follow the commits from where its record says it is."""
+
+
 class CommitKind(enum.IntEnum):
     """What a partition's commit does."""
 
@@ -187,11 +191,32 @@ class ObjectPartitionLog(PartitionLog):
             self._apply_through(record, latest)
 
     def _apply_through(self, record: LockedRecord, last: Commit | None) -> int:
-        """Apply the commits after the replica's up to ``last`` (under the replica's lock); returns the log end."""
+        """Apply the commits after the replica's up to ``last`` (under the replica's lock); returns the log end.
+
+        A replica out of step with its record (its files or the record damaged, a log directory emptied and
+        written again under it) starts over: it is a cache of the commits. Only a replica that starts over
+        and is still out of step means the commits themselves do not follow each other.
+
+        Raises:
+            CorruptRecordError: A commit is damaged, or the commits do not follow each other.
+        """
+        try:
+            return self._apply_commits(record, last)
+        except _OutOfStep:
+            self._start_over(record)
+            try:
+                return self._apply_commits(record, last)
+            except _OutOfStep as error:
+                raise CorruptRecordError(str(error), file=self.remote_directory) from None
+
+    def _start_over(self, record: LockedRecord) -> None:
+        """Empty the replica, to be filled again from the commits and the sealed segments."""
+        self.truncate_fully_and_start_at(0)
+        record.write(_APPLIED.pack(-1, 0))
+
+    def _apply_commits(self, record: LockedRecord, last: Commit | None) -> int:
         if (last.number if last is not None else -1) < _applied(record)[0]:
-            # Commits never go back: the log directory was emptied and written again under this replica.
-            self.truncate_fully_and_start_at(0)
-            record.write(_APPLIED.pack(-1, 0))
+            raise _OutOfStep("the replica holds commits the log directory does not have")
         applied, end = self._reconciled(record)
         if last is None or last.number <= applied:
             return end
@@ -200,10 +225,9 @@ class ObjectPartitionLog(PartitionLog):
         for commit in self._commits.read_range(applied + 1, last):
             body = PartitionCommit.decode(commit, self._commits.path(commit.number))
             if body.base_offset != end:
-                raise CorruptRecordError(
+                raise _OutOfStep(
                     f"commit {commit.number} starts at offset {body.base_offset}, but the commits before it end "
-                    f"at {end}",
-                    file=self._commits.path(commit.number),
+                    f"at {end}"
                 )
             self._apply(body)
             record.write(_APPLIED.pack(commit.number, body.end_offset))
@@ -288,15 +312,7 @@ class ObjectPartitionLog(PartitionLog):
                     return number, replica_end
                 break
             number -= 1
-        else:
-            if replica_end == 0:  # no commit is whole in it: it starts again from the first
-                record.write(_APPLIED.pack(-1, 0))
-                return -1, 0
-        raise CorruptRecordError(
-            f"the local replica of {self.remote_directory} ends at offset {replica_end}, inside a commit: delete "
-            f"{self.directory} (a cache) and it is rebuilt from the commits",
-            file=self.directory,
-        )
+        raise _OutOfStep(f"the replica ends at offset {replica_end}, inside a commit")
 
     def _apply(self, body: PartitionCommit) -> None:
         """Append one commit to the replica (nothing when the replica already ends where it ends)."""
@@ -317,7 +333,10 @@ class ObjectPartitionLog(PartitionLog):
                 f"a commit's batches end at {int(entries.last_offsets[-1]) + 1}, its header at {body.end_offset}",
                 file=self.remote_directory,
             )
-        self.append_replica(Batches(buf, entries), body.base_offset)
+        try:
+            self.append_replica(Batches(buf, entries), body.base_offset)
+        except InvalidOffsetError as error:
+            raise _OutOfStep(str(error)) from None
 
     def _apply_log_start(self, offset: int) -> None:
         """Raise the replica's log start and retire its segments wholly below it, as retention would."""

@@ -16,7 +16,7 @@ The log cleaner compacts the sealed segments the same way: in a scratch copy of 
 compacted segments it uploads under the next manifest (same commits, same end), which is created only if
 absent like any other.
 
-A manifest, JSON::
+A manifest: ``PSLM``, the CRC-32C of the JSON that follows (big-endian uint32), then the JSON::
 
     {"version": 0, "generation": G, "first_commit": <first commit it covers>, "commit": <last commit covered>,
      "end_offset": <offset after it>,
@@ -28,7 +28,10 @@ A manifest, JSON::
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass
+
+import crc32c as _crc32c
 
 from pysparklog.errors import CorruptRecordError, StorageConflictError
 from pysparklog.storage.commit_log import NUMBER_DIGITS
@@ -37,6 +40,8 @@ from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from pysparklog.storage.segment import filename_prefix
 
 MANIFESTS = "manifests"
+_MAGIC = b"PSLM"
+_CHECKED = struct.Struct(">4sI")  # magic, CRC-32C of the JSON body that follows
 SEALED = "sealed"
 _VERSION = 0
 
@@ -69,7 +74,7 @@ class Manifest:
     cleaned_through: int = 0
 
     def encode(self) -> bytes:
-        return json.dumps(
+        body = json.dumps(
             {
                 "version": _VERSION,
                 "generation": self.generation,
@@ -85,16 +90,24 @@ class Manifest:
                 ],
             }
         ).encode()
+        return _CHECKED.pack(_MAGIC, _crc32c.crc32c(body)) + body
 
     @classmethod
     def decode(cls, data: bytes, path: str) -> Manifest:
         """The manifest in ``data``.
 
         Raises:
-            CorruptRecordError: It is not a manifest of this version, or its segments do not follow each other.
+            CorruptRecordError: It is not a manifest of this version, its checksum is wrong, or its segments do not
+                follow each other.
         """
+        if len(data) < _CHECKED.size or data[: len(_MAGIC)] != _MAGIC:
+            raise CorruptRecordError("not a pysparklog manifest (no PSLM header)", file=path)
+        _magic, crc = _CHECKED.unpack_from(data)
+        body = data[_CHECKED.size :]
+        if _crc32c.crc32c(body) != crc:
+            raise CorruptRecordError("a manifest does not match its CRC-32C", file=path, position=_CHECKED.size)
         try:
-            document = json.loads(data)
+            document = json.loads(body)
             if document["version"] != _VERSION:
                 raise CorruptRecordError(
                     f"manifest version {document['version']!r}, expected {_VERSION} (written by a newer pysparklog?)",
