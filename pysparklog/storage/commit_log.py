@@ -94,6 +94,12 @@ class Commit:
         return cls(number, writer, append_id, body)
 
 
+class _Unknown:
+    """The default of ``CommitLog.append``'s ``after``: not known, to be looked up."""
+
+
+_UNKNOWN = _Unknown()
+
 #: Builds the body of a commit that will get ``number``, following ``previous`` (None for the first).
 BodyBuilder = Callable[[int, "Commit | None"], bytes]
 
@@ -186,8 +192,11 @@ class CommitLog:
         last = max(numbers)
         return self.read(last), last
 
-    def append(self, build: BodyBuilder) -> Commit:
+    def append(self, build: BodyBuilder, *, after: Commit | None | _Unknown = _UNKNOWN) -> Commit:
         """Commit a body built for the next number; returns the commit as written.
+
+        ``after`` is the last commit as the caller just found it (``latest()``), which saves looking again;
+        a stale one costs a lost first attempt, never a wrong commit.
 
         ``build(number, previous)`` is called again for each number lost to another writer, with the
         commit the new attempt follows (the last one by then, not only the winner's: a writer that kept
@@ -199,7 +208,7 @@ class CommitLog:
         """
         self._appends += 1
         append_id = self._appends
-        previous = self.latest()
+        previous = self.latest() if isinstance(after, _Unknown) else after
         for attempt in range(self.max_attempts):
             number = previous.number + 1 if previous is not None else 0
             commit = Commit(number, self.writer_id, append_id, build(number, previous))

@@ -397,7 +397,7 @@ class ObjectPartitionLog(PartitionLog):
                 end = base + int((batches.entries.last_offset_deltas + 1).sum())
                 return PartitionCommit(CommitKind.BATCHES, base, end, _NO_LOG_START, batches.buf.tobytes()).encode()
 
-            commit = self._commits.append(build)
+            commit = self._commits.append(build, after=latest)
             self.append_replica(batches, base)
             record.write(_APPLIED.pack(commit.number, PartitionCommit.decode(commit, "").end_offset))
         if commit.number - self._sealed_through >= self.seal_commits:
@@ -524,7 +524,7 @@ class ObjectPartitionLog(PartitionLog):
                     following = previous.number
                 return PartitionCommit(CommitKind.LOG_START, end, end, min(offset, end)).encode()
 
-            commit = self._commits.append(build)
+            commit = self._commits.append(build, after=latest)
             self._apply_log_start(PartitionCommit.decode(commit, "").log_start_offset)
             record.write(_APPLIED.pack(commit.number, end))
             return PartitionLog.view(self).log_start_offset
