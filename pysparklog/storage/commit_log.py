@@ -166,7 +166,15 @@ class CommitLog:
             yield last
 
     def latest(self) -> Commit | None:
-        """The last commit: from the head hint (or the last one seen), probing forward until a name is missing."""
+        """The last commit: from the head hint (or the last one seen), probing forward until a name is missing.
+
+        When nothing followed the last commit this object saw, one probe says so (no look at the hint): what
+        a writer alone on its partition, and a reader of an idle one, pay.
+        """
+        if self._known >= 0 and self.read(self._known + 1) is None:
+            known = self.read(self._known)
+            if known is not None:
+                return known
         start = max(self._known, self._head_hint())
         current = self.read(start) if start >= 0 else None
         if current is None:  # no hint, or one past the commits: list once
@@ -215,6 +223,7 @@ class CommitLog:
             outcome = self._create(commit)
             if outcome is None or _same_append(outcome, commit):
                 self._known = max(self._known, number)
+                self._last_read = commit
                 self._hint(number)
                 return commit
             # Lost: the log may have moved on by more than the winner's commit while this one was built.
