@@ -9,7 +9,7 @@ records that were written or a typed error (``PySparkLogError``), within ``TIMEO
 exception, never other records. Damage to a hint or a cache (the head hint, a replica's record) must not even
 give an error.
 
-``PYSPARKLOG_FUZZ_SEED`` and ``PYSPARKLOG_OBJECT_FUZZ_MUTANTS`` (default 60) change the run.
+``PYSPARKLOG_FUZZ_SEED`` and ``PYSPARKLOG_OBJECT_FUZZ_MUTANTS`` (default 40) change the run.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from tests.fuzz.runner import DEFAULT_SEED
 pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("PYSPARKLOG_FUZZ_SEED", DEFAULT_SEED))
-MUTANTS = int(os.environ.get("PYSPARKLOG_OBJECT_FUZZ_MUTANTS", 60))
+MUTANTS = int(os.environ.get("PYSPARKLOG_OBJECT_FUZZ_MUTANTS", 40))
 TIMEOUT_S = 30
 CONFIG = LogConfig(segment_bytes=1500)
 #: Kinds of damaged object, by what their name says; "replica-record" is the local ``commit.applied``.
