@@ -19,8 +19,8 @@ builds its replica from the commits themselves. A log directory on local disk ge
 SparkSession (2 task slots) reads both with ``bench_source``'s query, a ``Trigger.AvailableNow`` stream
 into ``noop``: the store's topic first with no replica yet (cold: the replicas below
 ``$PYSPARKLOG_CACHE_DIR``, a temporary directory here, are built from the commits), then with the
-replicas in place (cached: the read follows the commits with a look at the head hint and a probe, then
-reads the replicas), alternated with the local-disk read; the cached and local figures are the best of
+replicas in place (cached: the read follows the commits, a few small requests per partition, then reads
+the replicas), alternated with the local-disk read; the cached and local figures are the best of
 two runs each. The local log and the replicas are both on tmpfs when the machine has one. The Spark
 processes find the server through the ``AWS_*`` variables set before the session starts.
 
