@@ -35,14 +35,11 @@ that process, pinned to its one core).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -59,15 +56,15 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from benchmarks.common import (
-    REPO,
     Result,
     Timing,
+    child_main,
     local_spark,
-    markdown,
     rate,
     rate_figure,
     records_table,
     run_available_now,
+    run_in_child,
 )
 from pysparklog.storage.log_dir import LogDirectory
 
@@ -85,7 +82,7 @@ AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
 _TOPIC = "bench"
 _SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
-_CHILD = "--child"
+_MODULE = "benchmarks.bench_sink"
 
 
 # -- the source: row ranges of a memory-mapped Arrow IPC file ----------------------------------
@@ -251,13 +248,6 @@ class _Queries:
 # -- measurements ------------------------------------------------------------------------------
 
 
-def _use_cores(cores: int) -> None:
-    """Run on ``cores`` cores, the highest (``pin_to_one_core`` takes the highest); the JVM and its Python
-    workers inherit them."""
-    os.sched_setaffinity(0, range(os.cpu_count() or 1))  # the kernel keeps the cores the cpuset allows
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[-cores:])
-
-
 def _measure() -> list[Result]:
     root = tempfile.mkdtemp(prefix="pysparklog-bench-sink-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
@@ -320,21 +310,11 @@ def _rows(noop: Timing, null: Timing, alo: Timing, eo: Timing) -> list[Result]:
 
 def run() -> list[Result]:
     """The measurements, in a child process on ``SLOTS`` cores with a JVM of its own."""
-    with tempfile.TemporaryDirectory(prefix="pysparklog-bench-sink-") as scratch:
-        out = os.path.join(scratch, "results.json")
-        subprocess.run([sys.executable, "-m", "benchmarks.bench_sink", _CHILD, out], check=True, cwd=REPO)
-        with open(out, encoding="utf-8") as f:
-            return [Result(**row) for row in json.load(f)]
+    return run_in_child(_MODULE)
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == _CHILD:
-        _use_cores(SLOTS)
-        results = _measure()
-        with open(sys.argv[2], "w", encoding="utf-8") as f:
-            json.dump([asdict(r) for r in results], f)
-        return
-    print(markdown(run()))
+    child_main(_MODULE, SLOTS, _measure)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ OVERHEAD_RATIO_TARGET = 1.2
 MEMORY_TARGET_MB = 300
 _TOPIC = "bench"
 _TINY_TOPIC = "tiny"
-_WARM_TOPIC = "warm"
+WARM_TOPIC = "warm"
+WARM_RECORDS = 20_000
 # The peak is read from VmHWM: ``ru_maxrss`` survives ``exec`` on Linux, so in a child of this
 # process it would report this process's peak.
 _MEMORY_PROBE = """
@@ -209,31 +210,54 @@ def _session() -> SparkSession:
     return local_spark("pysparklog-bench-source", PARTITIONS, (SyntheticArrowSource, IpcArrowSource))
 
 
-def _run_available_now(spark: SparkSession, reader: Any, checkpoint: str) -> tuple[float, int]:
+def into_noop(reader: Any, checkpoint: str) -> tuple[float, int]:
     """Seconds and micro-batches of an AvailableNow query of ``reader`` into the noop sink."""
     return run_available_now(reader.writeStream.format("noop").option("checkpointLocation", checkpoint))
+
+
+def stream_of(spark: SparkSession, path: str, topic: str, limit: int | None = None) -> Any:
+    """Our source's stream of ``topic`` in the log directory at ``path``, from the earliest offsets, with
+    ``maxOffsetsPerTrigger`` set to ``limit`` when given."""
+    reader = spark.readStream.format("pysparklog").option("subscribe", topic).option("startingOffsets", "earliest")
+    if limit is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(limit))
+    return reader.load(path)
+
+
+def write_topic(
+    logs: LogDirectory, topic: str, table: pa.Table, partitions: int, records_per_append: int | None = None
+) -> None:
+    """Create ``topic`` with ``partitions`` partitions and append an equal share of ``table`` to each, in
+    appends of ``records_per_append`` records (default: the whole share in one append), 1 MiB batches."""
+    logs.topics.create(topic, partitions)
+    share = table.num_rows // partitions
+    step = records_per_append or share
+    for p in range(partitions):
+        with logs.partition(topic, p) as log:
+            for start in range(0, share, step):
+                log.append_arrow(table.slice(p * share + start, min(step, share - start)), BatchSettings())
 
 
 def _fill(path: str, root: str) -> list[str]:
     """Write the topics, and the batches each task of the big topic yields as Arrow IPC files."""
     logs = LogDirectory(path)
-    logs.topics.create(_TOPIC, PARTITIONS)
-    table = records_table(BULK_RECORDS)
+    write_topic(logs, _TOPIC, records_table(BULK_RECORDS), PARTITIONS)
     share = BULK_RECORDS // PARTITIONS
     files = []
     for p in range(PARTITIONS):
-        logs.partition(_TOPIC, p).append_arrow(table.slice(p * share, share), BatchSettings())
         files.append(os.path.join(root, f"task-{p}.arrow"))
         task = RangesPartition(path, (OffsetRange(TopicPartition(_TOPIC, p), 0, share),), False, False, True)
         with pa.ipc.new_file(files[-1], arrow_schema(False)) as writer:
             for batch in read_ranges(task):
                 writer.write_batch(batch)
-    logs.topics.create(_TINY_TOPIC, 1)
-    logs.partition(_TINY_TOPIC, 0).append_arrow(records_table(TINY_BATCHES), BatchSettings())
-    logs.topics.create(_WARM_TOPIC, PARTITIONS)  # read first, so every worker has loaded the decoder
-    for p in range(PARTITIONS):
-        logs.partition(_WARM_TOPIC, p).append_arrow(records_table(10_000), BatchSettings())
+    write_topic(logs, _TINY_TOPIC, records_table(TINY_BATCHES), 1)
+    write_warm_up_topic(logs)
     return files
+
+
+def write_warm_up_topic(logs: LogDirectory) -> None:
+    """A small topic to read first, so that every Python worker has loaded the decoder before the clock starts."""
+    write_topic(logs, WARM_TOPIC, records_table(WARM_RECORDS), PARTITIONS)
 
 
 def _peak_task_memory_mb(path: str) -> tuple[int, int]:
@@ -256,13 +280,6 @@ def run() -> list[Result]:
         spark = _session()
         try:
 
-            def ours(limit: int | None, topic: str) -> Any:
-                reader = spark.readStream.format("pysparklog").option("subscribe", topic)
-                reader = reader.option("startingOffsets", "earliest")
-                if limit is not None:
-                    reader = reader.option("maxOffsetsPerTrigger", str(limit))
-                return reader.load(path)
-
             def synthetic(total: int, rows_per_batch: int, limit: int | None) -> Any:
                 reader = spark.readStream.format("pysparklog_bench_synthetic").option("total", str(total))
                 reader = reader.option("rowsPerBatch", str(rows_per_batch))
@@ -272,18 +289,16 @@ def run() -> list[Result]:
 
             checkpoints = iter(os.path.join(root, f"checkpoint-{i}") for i in range(100))
             from_memory = spark.readStream.format("pysparklog_bench_ipc").option("files", ",".join(files)).load()
-            _run_available_now(spark, synthetic(BULK_RECORDS // 10, ROWS_PER_BATCH, None), next(checkpoints))  # warm-up
-            _run_available_now(spark, ours(None, _WARM_TOPIC), next(checkpoints))  # warm-up
+            into_noop(synthetic(BULK_RECORDS // 10, ROWS_PER_BATCH, None), next(checkpoints))  # warm-up
+            into_noop(stream_of(spark, path, WARM_TOPIC), next(checkpoints))  # warm-up
             # Alternated, best of two each: whichever runs first would otherwise pay for the JVM's warming.
             synthetic_runs, our_runs = [], []
             for _ in range(2):
-                synthetic_runs.append(_run_available_now(spark, from_memory, next(checkpoints))[0])
-                our_runs.append(_run_available_now(spark, ours(None, _TOPIC), next(checkpoints))[0])
+                synthetic_runs.append(into_noop(from_memory, next(checkpoints))[0])
+                our_runs.append(into_noop(stream_of(spark, path, _TOPIC), next(checkpoints))[0])
             synthetic_s, ours_s = min(synthetic_runs), min(our_runs)
-            tiny_synthetic_s, tiny_synthetic_n = _run_available_now(
-                spark, synthetic(TINY_BATCHES, 1, 1), next(checkpoints)
-            )
-            tiny_ours_s, tiny_ours_n = _run_available_now(spark, ours(1, _TINY_TOPIC), next(checkpoints))
+            tiny_synthetic_s, tiny_synthetic_n = into_noop(synthetic(TINY_BATCHES, 1, 1), next(checkpoints))
+            tiny_ours_s, tiny_ours_n = into_noop(stream_of(spark, path, _TINY_TOPIC, 1), next(checkpoints))
         finally:
             spark.stop()
         rows, peak_mb = _peak_task_memory_mb(path)

@@ -7,13 +7,16 @@ between figures of the same run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,6 +32,7 @@ KEY_BYTES = 10
 VALUE_BYTES = 100
 TOPIC = "bench"
 _FIRST_TIMESTAMP_MS = 1_700_000_000_000
+_CHILD = "--child"
 #: The repository: Spark's Python workers need it on their path to import ``benchmarks``.
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -71,6 +75,36 @@ def pin_to_one_core() -> int:
     core = max(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {core})
     return core
+
+
+def use_cores(cores: int) -> None:
+    """Run on ``cores`` cores, the highest (``pin_to_one_core`` takes the highest); a JVM and the processes
+    started afterwards inherit them."""
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))  # the kernel keeps the cores the cpuset allows
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[-cores:])
+
+
+def run_in_child(module: str) -> list[Result]:
+    """The rows of a part measured by ``python -m <module>`` in a child process (``child_main``): a fresh
+    process, so a JVM of its own and the cores the part asks for, whatever an earlier part started or
+    pinned here."""
+    with tempfile.TemporaryDirectory(prefix="pysparklog-bench-") as scratch:
+        out = os.path.join(scratch, "results.json")
+        subprocess.run([sys.executable, "-m", module, _CHILD, out], check=True, cwd=REPO)
+        with open(out, encoding="utf-8") as f:
+            return [Result(**row) for row in json.load(f)]
+
+
+def child_main(module: str, cores: int, measure: Callable[[], list[Result]]) -> None:
+    """``main`` of a part measured in a child process: in the child ``run_in_child`` starts, ``measure`` on
+    ``cores`` cores, its rows written for the parent; run directly, the part's table, from such a child."""
+    if len(sys.argv) == 3 and sys.argv[1] == _CHILD:
+        use_cores(cores)
+        results = measure()
+        with open(sys.argv[2], "w", encoding="utf-8") as f:
+            json.dump([asdict(r) for r in results], f)
+        return
+    print(markdown(run_in_child(module)))
 
 
 def measure(fn: Callable[[], object], repeats: int, *, warmup: int = 1) -> Timing:
