@@ -46,6 +46,7 @@ _VERSION = 0
 _PREFIX = struct.Struct(">4shh")
 _TRAILER = struct.Struct(">qI")
 _READ_AHEAD = 8
+_MAX_WRITER_ID = 255  # bytes of UTF-8: ids are 32 hex digits, or short names in tests
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,8 @@ class Commit:
 
     def encode(self) -> bytes:
         writer = self.writer_id.encode()
+        if len(writer) > _MAX_WRITER_ID:
+            raise ValueError(f"a writer id is at most {_MAX_WRITER_ID} bytes of UTF-8, not {len(writer)}")
         return (
             _PREFIX.pack(_MAGIC, _VERSION, len(writer))
             + writer
@@ -184,6 +187,35 @@ class CommitLog:
             if following is None:
                 return current
             current, start = following, start + 1
+
+    def last_number(self) -> int:
+        """The last commit's number (-1: none), found with HEADs from the hint on: the log's extent without
+        downloading the commits on the way."""
+        start = max(self._known, self._head_hint())
+        if start < 0 or self.storage.stat(self.path(start)) is None:  # no hint, or one past the commits
+            numbers = [int(name) for name in self.storage.list(f"{self.directory}/{COMMITS}") if name.isdigit()]
+            start = max(numbers, default=-1)
+            if start < 0:
+                return -1
+        while self.storage.stat(self.path(start + 1)) is not None:
+            start += 1
+        self._known = max(self._known, start)
+        return start
+
+    def body_prefix(self, number: int, size: int) -> bytes | None:
+        """The first ``size`` bytes of commit ``number``'s body, with one ranged read and unchecked (the CRC covers
+        the whole body); None when the commit is gone."""
+        try:
+            head = self.storage.read(self.path(number), 0, _PREFIX.size + _MAX_WRITER_ID + _TRAILER.size + size)
+        except FileNotFoundError:
+            return None
+        if len(head) < _PREFIX.size:
+            raise CorruptRecordError("a commit is shorter than its header", file=self.path(number))
+        _magic, _version, writer_length = _PREFIX.unpack_from(head)
+        start = _PREFIX.size + writer_length + _TRAILER.size
+        if writer_length > _MAX_WRITER_ID or len(head) < start + size:
+            raise CorruptRecordError("a commit's header is not whole", file=self.path(number))
+        return head[start : start + size]
 
     def _head_hint(self) -> int:
         data = read_if_exists(self.storage, f"{self.directory}/{HEAD}")

@@ -173,6 +173,7 @@ class ObjectPartitionLog(PartitionLog):
         self._manifests = Manifests(storage, self.remote_directory)
         self.seal_commits = seal_commits
         self._committed_log_start = 0  # the highest log start of the commits this object applied
+        self._following_config: LogConfig | None = None  # the configs while following, asked once
         self._applied = self.storage.lock(f"{self.directory}/{APPLIED_FILE}")
 
     def __repr__(self) -> str:
@@ -200,6 +201,7 @@ class ObjectPartitionLog(PartitionLog):
         Raises:
             CorruptRecordError: A commit is damaged, or the commits do not follow each other.
         """
+        self._following_config = self.config
         try:
             return self._apply_commits(record, last)
         except _OutOfStep:
@@ -208,6 +210,8 @@ class ObjectPartitionLog(PartitionLog):
                 return self._apply_commits(record, last)
             except _OutOfStep as error:
                 raise CorruptRecordError(str(error), file=self.remote_directory) from None
+        finally:
+            self._following_config = None
 
     def _start_over(self, record: LockedRecord) -> None:
         """Empty the replica, to be filled again from the commits and the sealed segments."""
@@ -363,6 +367,21 @@ class ObjectPartitionLog(PartitionLog):
     ) -> Iterator[pa.RecordBatch]:
         self.follow()
         yield from super()._read_arrow(start_offset, end_offset, include_headers, max_chunk_bytes, committed)
+
+    @property
+    def log_end_offset(self) -> int:
+        """The log end offset, from the last commit's header, without following the commits: all a Spark driver
+        planning offset ranges needs (its executors' replicas then follow them as they read)."""
+        number = self._commits.last_number()
+        head = self._commits.body_prefix(number, _BODY.size) if number >= 0 else None
+        if number >= 0 and head is None:  # retired meanwhile: a newer commit exists
+            return self.view().log_end_offset
+        return int(_BODY.unpack(head)[2]) if head is not None else 0
+
+    @property
+    def config(self) -> LogConfig:
+        """The configs in force, asked once per follow (each ask reads the topic's metadata objects)."""
+        return self._following_config if self._following_config is not None else super().config
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         self.follow()

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pysparklog import BatchSettings, LogConfig, LogDirectory
+from pysparklog import BatchSettings, LogConfig, LogDirectory, PartitionLog
 from pysparklog.errors import CorruptRecordError, InvalidOffsetError, OutOfOrderSequenceError
 from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.commit_log import CommitLog
@@ -64,6 +64,18 @@ def test_appends_through_one_replica_are_read_through_another(remote: ObjectStor
     commits = CommitLog(remote, remote.join("t-0"))
     latest = commits.latest()
     assert latest is not None and latest.number == 1, "one commit object per append"
+
+
+def test_the_log_end_offset_is_known_without_following_the_commits(remote: ObjectStorage, tmp_path: Path) -> None:
+    """What a Spark driver asks when it plans ranges: it must not download the records its executors read."""
+    writer, planner = _open(remote, tmp_path / "a"), _open(remote, tmp_path / "b")
+    assert planner.log_end_offset == 0
+    for i in range(3):
+        writer.append_arrow(keyed_table(4, start=4 * i))
+    writer.raise_log_start_offset(2)
+    assert planner.log_end_offset == 12
+    assert PartitionLog.view(planner).log_end_offset == 0, "the planner's replica followed nothing"
+    assert planner.log_start_offset == 2 and PartitionLog.view(planner).log_end_offset == 12
 
 
 def test_log_append_time_is_stamped_once_and_every_replica_keeps_it(remote: ObjectStorage, tmp_path: Path) -> None:
@@ -180,7 +192,7 @@ def test_compaction_on_an_object_store_seals_compacted_segments_new_replicas_rea
     }
     log, other = _open(remote, tmp_path / "a", **compact), _open(remote, tmp_path / "b", **compact)
     _rounds(log, 6)
-    assert other.log_end_offset == 30
+    assert read_all(other).num_rows == 30  # its replica holds every record
     result = clean_log(log, now_ms=2**62)
     assert result.cleaned and result.records_kept < result.records_read
     manifest = Manifests(remote, remote.join("t-0")).latest()
