@@ -31,6 +31,7 @@ from typing import NamedTuple, Protocol
 import pyarrow as pa
 
 from pysparklog.assignors import RebalanceProtocol, assignor_for
+from pysparklog.broker_configs import without_broker_configs
 from pysparklog.errors import (
     CommitFailedError,
     FencedInstanceIdError,
@@ -167,15 +168,21 @@ class ConsumerConfig:
     def from_properties(cls, properties: Mapping[str, object]) -> ConsumerConfig:
         """A config from Kafka property names (``"group.id"``, ``"max.poll.records"``...); strings are converted.
 
+        The broker connection's configs (``bootstrap.servers``, ``security.protocol``, ``sasl.*``...) are accepted
+        and ignored, with a warning: there is no broker.
+
         Raises:
             InvalidConfigError: An unknown name or a value of the wrong type.
         """
         by_name = {f.name.replace("_", "."): f for f in fields(cls)}
         values: dict[str, object] = {}
-        for name, value in properties.items():
+        for name, value in without_broker_configs(properties, "consumer").items():
             f = by_name.get(name)
             if f is None:
-                raise InvalidConfigError(f"unknown consumer property {name!r}; accepted: {', '.join(sorted(by_name))}")
+                raise InvalidConfigError(
+                    f"unknown consumer property {name!r}; accepted: {', '.join(sorted(by_name))}, and the broker "
+                    "connection's configs (bootstrap.servers, security.protocol, sasl.*, ssl.*...), ignored"
+                )
             values[f.name] = _convert(name, value)
         return cls(**values)  # type: ignore[arg-type]
 

@@ -6,10 +6,12 @@ well under a second; waits poll for a condition up to a deadline instead of slee
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from pysparklog import (
     TopicPartition,
     UnknownTopicError,
 )
+from pysparklog.broker_configs import is_broker_config
 from pysparklog.consumer import (
     AutoOffsetReset,
     Consumer,
@@ -1040,3 +1043,14 @@ def test_isolation_level_is_checked() -> None:
         match=r"isolation.level = 'serializable' is invalid; accepted: read_uncommitted, read_committed",
     ):
         ConsumerConfig.from_properties({"isolation.level": "serializable"})
+
+
+def test_the_broker_connections_configs_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    kafka_style = {"bootstrap.servers": "broker:9092", "ssl.truststore.location": "/etc/kafka/truststore.jks"}
+    with caplog.at_level(logging.WARNING, logger="pysparklog.broker_configs"):
+        config = ConsumerConfig.from_properties({**kafka_style, "group.id": "g"})
+    assert config == ConsumerConfig.from_properties({"group.id": "g"})
+    assert "pysparklog consumer: ignoring bootstrap.servers, ssl.truststore.location" in caplog.text
+    with pytest.raises(InvalidConfigError, match="unknown consumer property 'bootstrap'"):
+        ConsumerConfig.from_properties({"bootstrap": "broker:9092"})
+    assert not [f.name for f in fields(ConsumerConfig) if is_broker_config(f.name.replace("_", "."))]

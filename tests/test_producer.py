@@ -4,6 +4,7 @@ headers; retried appends written once; errors on the futures of their records; c
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import warnings
@@ -25,9 +26,11 @@ from pysparklog import (
     PySparkLogError,
     UnknownTopicError,
 )
+from pysparklog.broker_configs import is_broker_config
 from pysparklog.errors import InvalidTimestampError, RecordTooLargeError
 from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import Producer, ProducerConfig, RecordMetadata
+from pysparklog.producer.config import ACCEPTED_CONFIGS
 from pysparklog.storage.records import kernels as k
 from pysparklog.storage.records.arrow_records import BatchSettings, encode_arrow
 from pysparklog.storage.records.codecs import Codec
@@ -574,3 +577,15 @@ def test_settings_that_exclude_idempotence_turn_it_off_unless_it_was_asked_for()
     assert not ProducerConfig(retries=0).idempotent
     assert not ProducerConfig(max_in_flight_requests_per_connection=10).idempotent
     assert ProducerConfig(acks="-1", enable_idempotence=True).idempotent
+
+
+def test_the_broker_connections_configs_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """Code written for kafka-python or confluent-kafka keeps its configs: the log directory replaces the brokers."""
+    kafka_style = {"bootstrap.servers": "broker:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}
+    with caplog.at_level(logging.WARNING, logger="pysparklog.broker_configs"):
+        config = ProducerConfig.from_properties({**kafka_style, "linger.ms": "10"})
+    assert config == ProducerConfig.from_properties({"linger.ms": "10"})
+    assert "ignoring bootstrap.servers, sasl.mechanism, security.protocol" in caplog.text
+    with pytest.raises(InvalidConfigError, match="unknown producer config 'bootstrap.server'"):
+        ProducerConfig.from_properties({"bootstrap.server": "broker:9092"})  # a typo is still refused
+    assert not [name for name in ACCEPTED_CONFIGS if is_broker_config(name)], "no config is both used and ignored"

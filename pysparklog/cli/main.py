@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import io
 import os
 import sys
@@ -58,20 +59,60 @@ COMMANDS: tuple[str, ...] = (
 )
 
 
+#: Kafka's tools' options for reaching a broker, which a log directory replaces.
+BROKER_OPTIONS = ("--bootstrap-server", "--bootstrap-controller", "--command-config")
+
+
 class _Parser(argparse.ArgumentParser):
-    """An argument parser that reports a usage error in one line (usage is in ``--help``)."""
+    """An argument parser that reports a usage error in one line (usage is in ``--help``) and never takes an
+    abbreviation for an option (``--formatter`` is not ``--formatter-property``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
+    def parse_command(self, argv: list[str] | None) -> argparse.Namespace:
+        """The arguments, with a usage error reported by the subcommand it concerns (``pysparklog topics: error:
+        unrecognized arguments: ...``), and an option of Kafka's for reaching a broker named as such.
 
-def build_parser() -> argparse.ArgumentParser:
+        Raises:
+            SystemExit: A usage error, reported.
+        """
+        given = sys.argv[1:] if argv is None else argv
+        broker = next((arg.split("=", 1)[0] for arg in given if arg.split("=", 1)[0] in BROKER_OPTIONS), None)
+        subcommands = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction)).choices
+        named = next((arg for arg in given if arg in subcommands), None)
+        reporter = subcommands[named] if named is not None else self
+        if broker is not None:
+            reporter.error(
+                f"{broker} names a broker, and pysparklog has none: give the log directory with --log-dir (or "
+                "$PYSPARKLOG_LOG_DIR)"
+            )
+        args, extras = self.parse_known_args(argv)
+        if extras:
+            reporter.error(f"unrecognized arguments: {' '.join(extras)}")
+        return args
+
+
+def build_parser() -> _Parser:
     parser = _Parser(prog="pysparklog", description="Tools for pysparklog's Kafka-compatible log directories.")
+    parser.add_argument("--version", action="version", version=f"pysparklog {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         command: Command = importlib.import_module(f"pysparklog.cli.{name}")
         command.register(subparsers)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version."""
+    try:
+        return importlib.metadata.version("pysparklog")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
 
 
 def describe_error(error: BaseException) -> str:
@@ -147,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             _use_utf8(sys.stdout)
             _use_utf8(sys.stderr)
             try:
-                args = build_parser().parse_args(argv)
+                args = build_parser().parse_command(argv)
             except SystemExit as exit_:  # --help, or a usage error already reported
                 status = exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
             else:

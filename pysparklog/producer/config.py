@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pysparklog.broker_configs import without_broker_configs
 from pysparklog.errors import InvalidConfigError
 from pysparklog.partitioner import CustomPartitioner, NullKeyStrategy, PartitionerConfig
 from pysparklog.storage.config import INT_MAX
@@ -175,11 +176,14 @@ class ProducerConfig:
 
         Values are Kafka strings (parsed as Kafka parses them) or Python values of the field's type.
 
+        The broker connection's configs (``bootstrap.servers``, ``security.protocol``, ``sasl.*``...) are accepted
+        and ignored, with a warning: there is no broker.
+
         Raises:
             InvalidConfigError: An unknown name (the message lists the accepted ones) or a refused value.
         """
         values: dict[str, Any] = {}
-        for name, value in properties.items():
+        for name, value in without_broker_configs(properties, "producer").items():
             if name == "transactional.id":
                 value = value or None  # Kafka's default is null; an empty id means none
             elif name in _KEYS and isinstance(value, str):
@@ -187,7 +191,10 @@ class ProducerConfig:
             elif name in _BOOLEANS and isinstance(value, str):
                 value = _parse_bool(name, value)
             elif name not in ACCEPTED_CONFIGS:
-                raise InvalidConfigError(f"unknown producer config {name!r}; accepted: {', '.join(ACCEPTED_CONFIGS)}")
+                raise InvalidConfigError(
+                    f"unknown producer config {name!r}; accepted: {', '.join(ACCEPTED_CONFIGS)}, and the broker "
+                    "connection's configs (bootstrap.servers, security.protocol, sasl.*, ssl.*...), ignored"
+                )
             values[name.replace(".", "_")] = value
         return cls(**values)
 

@@ -4,6 +4,7 @@ never a traceback, whatever the error (``pysparklog.cli.main``)."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ import pytest
 
 from pysparklog import LogDirectory, OffsetStore
 from pysparklog.cli import main as cli_main
-from pysparklog.cli.main import COMMANDS, DEBUG_ENV, main
+from pysparklog.cli.main import COMMANDS, DEBUG_ENV, build_parser, main
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from tests.cli.test_dump_log import CLI
 from tests.conftest import keyed_table
@@ -248,3 +249,40 @@ def test_the_console_consumer_into_a_closed_pipe_stops_as_kafkas_does(healthy_lo
 def test_other_commands_into_a_closed_pipe_end_quietly(args: list[str], healthy_log_dir: Path) -> None:
     proc = run_into_closed_pipe(*args, "--log-dir", str(healthy_log_dir))
     assert (proc.returncode, proc.stderr) == (1, b"")
+
+
+# -- usage errors a Kafka user meets ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("option", ["--bootstrap-server", "--bootstrap-server=localhost:9092"])
+def test_a_broker_option_is_named_with_what_to_give_instead(
+    option: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = ["topics", option] + ([] if "=" in option else ["localhost:9092"]) + ["--list"]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        "pysparklog topics: error: --bootstrap-server names a broker, and pysparklog has none: give the log "
+        "directory with --log-dir (or $PYSPARKLOG_LOG_DIR)\n"
+    )
+
+
+def test_an_unrecognized_argument_is_reported_by_its_subcommand(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["topics", "--log-dir", str(tmp_path), "--list", "--bogus"]) == 2
+    assert capsys.readouterr().err == "pysparklog topics: error: unrecognized arguments: --bogus\n"
+
+
+def test_an_option_is_never_taken_for_a_longer_one_it_begins(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """argparse would read ``--formatter`` as ``--formatter-property``; Kafka's tools would refuse it."""
+    assert main(["console-consumer", "--log-dir", str(tmp_path), "--topic", "t", "--formatter", "X"]) == 2
+    assert capsys.readouterr().err == "pysparklog console-consumer: error: unrecognized arguments: --formatter X\n"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_command(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"pysparklog {importlib.metadata.version('pysparklog')}\n"
