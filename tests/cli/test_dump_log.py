@@ -214,7 +214,7 @@ def test_a_corrupt_size_field_ends_the_dump_after_the_batches_before_it(tmp_path
         ),
         (
             ("dump-log", "--files", f"{SEGMENT}.log", "--no-such-option"),
-            "pysparklog: error: unrecognized arguments: --no-such-option",
+            "pysparklog dump-log: error: unrecognized arguments: --no-such-option",
         ),
     ],
 )
