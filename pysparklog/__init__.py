@@ -6,6 +6,9 @@ re-exports the small API most programs need.
 
 from __future__ import annotations
 
+import logging
+import os
+import warnings
 from typing import TYPE_CHECKING
 
 from pysparklog._lazy import lazy_attributes
@@ -36,6 +39,33 @@ from pysparklog.errors import (
     UnsupportedCodecError,
 )
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
+
+#: The environment variable that makes pysparklog's loggers print at a level (``INFO`` shows each micro-batch's
+#: task assignment) to stderr, in every process that inherits it: Spark's Python workers do, which an
+#: application's own logging configuration never reaches.
+LOG_LEVEL_VARIABLE = "PYSPARKLOG_LOG_LEVEL"
+
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _configure_logging() -> None:
+    """A library's convention: no handler of its own (a ``NullHandler``), unless ``$PYSPARKLOG_LOG_LEVEL`` asks."""
+    logger = logging.getLogger(__name__)
+    logger.addHandler(logging.NullHandler())
+    level = os.environ.get(LOG_LEVEL_VARIABLE, "").strip().upper()
+    if level and level not in _LEVELS:
+        warnings.warn(
+            f"{LOG_LEVEL_VARIABLE}={level!r} is not a logging level; accepted: {', '.join(_LEVELS)}", stacklevel=2
+        )
+    elif level:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%y/%m/%d %H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(level)
+
+
+_configure_logging()
 
 if TYPE_CHECKING:
     from pysparklog.consumer import Consumer, ConsumerConfig, ConsumerRecord
