@@ -448,7 +448,6 @@ class ObjectPartitionLog(PartitionLog):
         if latest is None or (previous is not None and latest.number <= previous.commit):
             return None
         generation = previous.generation + 1 if previous is not None else 0
-        sealed_dir = f"{SEALED}/{generation}-{self._commits.writer_id}"
         scratch_root = f"{self.checkpoint_dir}/sealing-{self._commits.writer_id}"
         scratch = ObjectPartitionLog(self.remote, self.topic, self.partition, self.config, cache_dir=scratch_root)
         try:
@@ -459,31 +458,51 @@ class ObjectPartitionLog(PartitionLog):
                     record.write(_APPLIED.pack(previous.commit, previous.end_offset))
                 end = scratch._apply_through(record, latest)
             PartitionLog.roll(scratch)
-            view = PartitionLog.view(scratch)
-            bases = list(view.segment_bases)
-            segments = [SealedSegment(b, e, sealed_dir) for b, e in zip(bases, bases[1:], strict=False)]
-            uploaded = self._upload(scratch, sealed_dir, segments, end)
             log_start = max(scratch._committed_log_start, previous.log_start_offset if previous is not None else 0)
             earlier = previous.segments if previous is not None else ()
-            manifest = Manifest(
+            manifest = self._publish(
+                scratch,
                 generation,
-                previous.commit + 1 if previous is not None else 0,
-                latest.number,
                 end,
-                log_start,
-                f"{sealed_dir}/{filename_prefix(end)}{SNAPSHOT_SUFFIX}",
-                tuple(s for s in (*earlier, *segments) if s.end_offset > log_start),
-                previous.cleaned_through if previous is not None else 0,
+                lambda snapshot, segments: Manifest(
+                    generation,
+                    previous.commit + 1 if previous is not None else 0,
+                    latest.number,
+                    end,
+                    log_start,
+                    snapshot,
+                    tuple(s for s in (*earlier, *segments) if s.end_offset > log_start),
+                    previous.cleaned_through if previous is not None else 0,
+                ),
             )
-            if not self._manifests.create(manifest):
-                for path in uploaded:
-                    self.remote.delete(path)
+            if manifest is None:
                 return None
         finally:
             scratch.close()
             scratch.storage.delete_tree(scratch_root)
         if previous is not None:
             self._retire(previous, manifest)
+        return manifest
+
+    def _publish(
+        self,
+        scratch: PartitionLog,
+        generation: int,
+        end: int,
+        manifest_of: Callable[[str, list[SealedSegment]], Manifest],
+    ) -> Manifest | None:
+        """Upload the scratch replica's segments (all but its empty last one) below the generation's own sealed
+        directory, then create ``manifest_of(snapshot path, segments)`` if absent; None, with the uploads deleted,
+        when another process created that generation first."""
+        sealed_dir = f"{SEALED}/{generation}-{self._commits.writer_id}"
+        bases = list(PartitionLog.view(scratch).segment_bases)
+        segments = [SealedSegment(b, e, sealed_dir) for b, e in zip(bases, bases[1:], strict=False)]
+        uploaded = self._upload(scratch, sealed_dir, segments, end)
+        manifest = manifest_of(f"{sealed_dir}/{filename_prefix(end)}{SNAPSHOT_SUFFIX}", segments)
+        if not self._manifests.create(manifest):
+            for path in uploaded:
+                self.remote.delete(path)
+            return None
         return manifest
 
     def _upload(self, scratch: PartitionLog, sealed_dir: str, segments: list[SealedSegment], end: int) -> list[str]:
@@ -603,23 +622,22 @@ class ObjectPartitionLog(PartitionLog):
             StorageConflictError: That manifest exists already (another process sealed or compacted first).
         """
         generation = manifest.generation + 1
-        sealed_dir = f"{SEALED}/{generation}-{self._commits.writer_id}"
-        bases = list(PartitionLog.view(scratch).segment_bases)  # the last is the empty one at the end
-        segments = [SealedSegment(b, e, sealed_dir) for b, e in zip(bases, bases[1:], strict=False)]
-        uploaded = self._upload(scratch, sealed_dir, segments, manifest.end_offset)
-        compacted = Manifest(
+        compacted = self._publish(
+            scratch,
             generation,
-            manifest.commit + 1,  # it covers no new commit
-            manifest.commit,
             manifest.end_offset,
-            manifest.log_start_offset,
-            f"{sealed_dir}/{filename_prefix(manifest.end_offset)}{SNAPSHOT_SUFFIX}",
-            tuple(segments),
-            cleaned_through,
+            lambda snapshot, segments: Manifest(
+                generation,
+                manifest.commit + 1,  # it covers no new commit
+                manifest.commit,
+                manifest.end_offset,
+                manifest.log_start_offset,
+                snapshot,
+                tuple(segments),
+                cleaned_through,
+            ),
         )
-        if not self._manifests.create(compacted):
-            for path in uploaded:
-                self.remote.delete(path)
+        if compacted is None:
             raise StorageConflictError(
                 f"manifest {generation} of {self.remote_directory} was created by another process during the round"
             )
