@@ -74,6 +74,14 @@ class InvalidTopicError(InvalidLogDirectoryError):
     directory either, hence the base class."""
 
 
+class InvalidTopicIdError(PySparkLogError, ValueError):
+    """A topic id that is not a Kafka ``Uuid`` in a form accepted, is one Kafka reserves, or is another topic's."""
+
+
+class TransactionInProgressError(PySparkLogError):
+    """An operation refused while a transaction is open on a partition it concerns (its outcome would be lost)."""
+
+
 class UnknownTopicError(PySparkLogError, LookupError):
     """A topic, or a partition of one, that does not exist (Kafka's ``UnknownTopicOrPartitionException``)."""
 

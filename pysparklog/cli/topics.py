@@ -10,8 +10,11 @@ Where Kafka's tool differs:
 
 * ``--topic`` is a topic name, not a regular expression.
 * ``--replication-factor`` is accepted for Kafka's scripts, and must be 1.
-* Not implemented: ``--topic-id``, ``--replica-assignment``, ``--exclude-internal``, the ``--*-partitions``
-  reports and ``--topics-with-overrides``.
+* ``--alter --topic T --topic-id ID`` sets the topic's id (a broker's ids are its controller's to give): the step
+  before its partition directories are moved into a broker's log directory (``docs/moving-to-kafka.md``).
+  ``--describe --topic-id ID`` describes the topic with that id, as Kafka's does.
+* Not implemented: ``--replica-assignment``, ``--exclude-internal``, the ``--*-partitions`` reports and
+  ``--topics-with-overrides``.
 """
 
 from __future__ import annotations
@@ -41,9 +44,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions.add_argument("--create", action="store_true", help="create a new topic")
     actions.add_argument("--list", action="store_true", help="list all topics")
     actions.add_argument("--describe", action="store_true", help="describe the given topic, or all")
-    actions.add_argument("--alter", action="store_true", help="add partitions to a topic (configs: pysparklog configs)")
+    actions.add_argument(
+        "--alter", action="store_true", help="add partitions to a topic, or set its id (configs: pysparklog configs)"
+    )
     actions.add_argument("--delete", action="store_true", help="delete a topic and its data")
     parser.add_argument("--topic", metavar="TOPIC", help="the topic to create, alter, describe or delete")
+    parser.add_argument(
+        "--topic-id",
+        metavar="ID",
+        help="with --alter: the id to give the topic, the one a Kafka cluster knows it by (kafka-topics.sh "
+        "--describe prints it: TopicId: ...); with --describe: the id of the topic to describe",
+    )
     parser.add_argument(
         "--partitions", type=int, metavar="N", help="the partition count (--create default: num.partitions, else 1)"
     )
@@ -70,6 +81,7 @@ def _check(args: argparse.Namespace, action: str) -> None:
         raise UsageError(f"--topic is required with --{action}")
     for flag, given, actions in (
         ("--partitions", args.partitions is not None, ("create", "alter")),
+        ("--topic-id", args.topic_id is not None, ("alter", "describe")),
         ("--config", bool(args.config), ("create",)),
         ("--replication-factor", args.replication_factor is not None, ("create",)),
         ("--if-not-exists", args.if_not_exists, ("create",)),
@@ -77,8 +89,12 @@ def _check(args: argparse.Namespace, action: str) -> None:
     ):
         if given and action not in actions:
             raise UsageError(f"{flag} is only valid with {' or '.join('--' + a for a in actions)}")
-    if action == "alter" and args.partitions is None:
-        raise UsageError("--partitions is required with --alter (alter topic configs with 'pysparklog configs')")
+    if action == "alter" and (args.partitions is None) == (args.topic_id is None):
+        raise UsageError(
+            "--alter takes one of --partitions and --topic-id (alter topic configs with 'pysparklog configs')"
+        )
+    if action == "describe" and args.topic is not None and args.topic_id is not None:
+        raise UsageError("--describe takes --topic or --topic-id, not both")
     if args.replication_factor not in (None, 1):
         raise UsageError(
             f"--replication-factor {args.replication_factor} is not supported: a topic has one copy, its log "
@@ -99,7 +115,11 @@ def run(args: argparse.Namespace) -> int:
             for name in logs.topics.names():
                 print(name)
         elif action == "describe":
-            _describe(logs, args.topic)
+            topic = args.topic if args.topic_id is None else logs.topics.topic_with_id(args.topic_id).name
+            _describe(logs, topic)
+        elif action == "alter" and args.topic_id is not None:
+            with progress_bar(f"Setting the id of {args.topic}") as progress:
+                logs.set_topic_id(args.topic, args.topic_id, progress=progress)
         elif action == "alter":
             with progress_bar(f"Adding partitions to {args.topic}") as progress:
                 logs.topics.alter_partitions(args.topic, args.partitions, progress=progress)

@@ -126,11 +126,16 @@ def write_leader_epoch_checkpoint(storage: Storage, path: str, entries: list[tup
     storage.put(path, _format([f"{e} {o}" for e, o in entries]))
 
 
+def topic_id_text(raw: bytes) -> str:
+    """A topic id's 16 bytes in Kafka's ``Uuid.toString`` form: 22 base64url characters, no padding."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def new_topic_id() -> str:
-    """A random topic id in Kafka's ``Uuid.toString`` form: 22 base64url characters, no padding."""
+    """A random topic id in Kafka's ``Uuid.toString`` form."""
     while True:
         raw = uuid.uuid4().bytes
-        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        text = topic_id_text(raw)
         # Kafka reserves the zero UUID and ids starting with '-' (they read as command-line flags).
         if not text.startswith("-") and raw != bytes(16):
             return text

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 
-from pysparklog.errors import InvalidLogDirectoryError
+from pysparklog.errors import InvalidLogDirectoryError, TransactionInProgressError
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import Storage, storage_for
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.object_log import ObjectPartitionLog
-from pysparklog.storage.topics import TopicStore, partition_dirs, validate_topic_name
+from pysparklog.storage.topics import (
+    Progress,
+    TopicMetadata,
+    TopicStore,
+    parse_topic_id,
+    partition_dirs,
+    validate_topic_name,
+)
 
 
 class LogDirectory:
@@ -66,3 +73,30 @@ class LogDirectory:
     def topic_partitions(self) -> list[tuple[str, int]]:
         """Every ``(topic, partition)`` with a directory here, sorted; directories being deleted are skipped."""
         return partition_dirs(self.path)
+
+    def set_topic_id(self, topic: str, topic_id: str, *, progress: Progress | None = None) -> TopicMetadata:
+        """Give a topic the id a Kafka cluster knows it by, before its partition directories are moved into a
+        broker's log directory (``docs/moving-to-kafka.md``): ``TopicStore.set_topic_id``, refused while a
+        transaction is open on one of its partitions. The broker would get that transaction's records without its
+        coordinator, which stays here: a broker keeping its state would hold ``read_committed`` readers at its
+        first offset, one without it would hand its records out as committed.
+
+        Raises:
+            InvalidTopicIdError: ``topic_id`` is malformed, reserved, or another topic's.
+            InvalidLogDirectoryError: The log directory is on an object store.
+            UnknownTopicError: No such topic.
+            TransactionInProgressError: A transaction is open on a partition of the topic.
+        """
+        parse_topic_id(topic_id)  # a malformed id fails before any partition is read
+        if self.storage.in_place_writes:  # an object store refuses the id itself (TopicStore.set_topic_id)
+            for partition in range(self._topics.get(topic).partitions):
+                with self.partition(topic, partition) as log:
+                    end = log.log_end_offset  # before the stable offset: an append in between cannot pass for a txn
+                    stable = log.last_stable_offset
+                if stable < end:
+                    raise TransactionInProgressError(
+                        f"a transaction is open on partition {partition} of topic '{topic}' from offset {stable}: "
+                        "let its producer end it, or abort it ('pysparklog transactions list' names it, "
+                        "'pysparklog transactions abort --transactional-id ID'), then set the id"
+                    )
+        return self._topics.set_topic_id(topic, topic_id, progress=progress)

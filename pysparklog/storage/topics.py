@@ -25,6 +25,15 @@ works without ``topics --create``): such a topic is listed, described, altered a
 partition count being one more than its highest partition directory; altering it adopts it into the metadata
 with the id in its ``partition.metadata``.
 
+A topic's id is made when it is created, and is set to the id a Kafka cluster gave the topic before its partition
+directories are moved into a broker's log directory (``set_topic_id``): a KRaft broker takes a partition whose
+``partition.metadata`` names an id its metadata does not know for a stray replica and renames it ``-stray``
+(``LogManager.isStrayKraftReplica``). The id is written into the metadata first (the commit point), then into each
+partition's ``partition.metadata``; a crash in between leaves partitions with the old id, which running it again
+rewrites. On an object store an id is never set: it names the local replicas of the topic's partitions on every host
+that read them (``object_log``), and only an id made for each topic keeps a replica of another log from being taken
+for this one.
+
 Deleting a topic replaces its entry by a tombstone under ``deleting`` (the commit point), renames each partition
 directory as Kafka does (``<topic>-<partition>.<32 hex>-delete``), drops the tombstone, then removes the renamed
 directories. A crash before the renames leaves the tombstone, which the next change finishes; one after leaves
@@ -36,6 +45,7 @@ change as well.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -50,8 +60,10 @@ from types import MappingProxyType
 from pysparklog.errors import (
     CorruptRecordError,
     InvalidConfigError,
+    InvalidLogDirectoryError,
     InvalidPartitionsError,
     InvalidTopicError,
+    InvalidTopicIdError,
     PySparkLogError,
     TopicExistsError,
     UnknownTopicError,
@@ -82,9 +94,22 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 #: quick (see the module's documentation).
 MAX_PARTITIONS = 10_000
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: the id of a topic whose id is unknown
+METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Kafka's Uuid.METADATA_TOPIC_ID (ONE_UUID): __cluster_metadata's
+#: The ids Kafka's ``Uuid.RESERVED`` holds, which no topic may be given.
+RESERVED_TOPIC_IDS = {
+    ZERO_TOPIC_ID: "Kafka's zero id, which means 'no id'",
+    METADATA_TOPIC_ID: "the id of Kafka's metadata log, __cluster_metadata",
+}
 DELETE_SUFFIX = "-delete"
 
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_BASE64URL_ID = re.compile(r"[A-Za-z0-9_-]{22}")
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_ACCEPTED_IDS = (
+    "accepted: Kafka's form, 22 base64url characters as kafka-topics.sh --describe prints after 'TopicId:' "
+    "(e.g. fFqDVmuKQi-6-agtLR19vw), or the same id in the canonical UUID form, 32 hex digits as 8-4-4-4-12 "
+    "(7c5a8356-6b8a-422f-baf9-a82d2d1d7dbf)"
+)
 _DELETE_DIR = re.compile(r".+-[0-9]+\.[0-9a-f]{32}" + DELETE_SUFFIX)
 _FILE_NAME_MAX = 255
 # The log directory's checkpoint files that hold an entry per partition, cleared of a deleted topic's.
@@ -153,6 +178,32 @@ def validate_topic_partitions(partitions: int, source: str = "partitions") -> No
             f"{source} = {partitions} is invalid; accepted: an integer from 1 to {MAX_PARTITIONS} (a topic's "
             "partitions are directories of the log directory, which commands visit one by one)"
         )
+
+
+def parse_topic_id(text: str) -> str:
+    """A topic id in Kafka's form (``Uuid.toString``), from that form or the canonical UUID form, for a topic to be
+    given the id a Kafka cluster knows it by.
+
+    Raises:
+        InvalidTopicIdError: ``text`` is in neither form (a 22-character id whose last character carries bits past
+            the 16 bytes is no id Kafka prints: a typo), or is an id Kafka reserves.
+    """
+    if _CANONICAL_UUID.fullmatch(text):
+        topic_id = checkpoints.topic_id_text(uuid.UUID(text).bytes)
+    elif not _BASE64URL_ID.fullmatch(text):
+        raise InvalidTopicIdError(f"topic id {text!r} is malformed; {_ACCEPTED_IDS}")
+    elif checkpoints.topic_id_text(base64.urlsafe_b64decode(text + "==")) != text:
+        raise InvalidTopicIdError(
+            f"topic id {text!r} is malformed: its last character holds bits past the id's 16 bytes, which Kafka "
+            f"never prints (a typo?); {_ACCEPTED_IDS}"
+        )
+    else:
+        topic_id = text
+    if topic_id in RESERVED_TOPIC_IDS:
+        raise InvalidTopicIdError(
+            f"topic id {text!r} is reserved by Kafka ({RESERVED_TOPIC_IDS[topic_id]}); accepted: any other id"
+        )
+    return topic_id
 
 
 def partition_dirs(log_dir: str | os.PathLike[str] | Storage) -> list[tuple[str, int]]:
@@ -436,14 +487,23 @@ class TopicStore:
     def _all_names(self, metadata: _Metadata) -> set[str]:
         return metadata.topics.keys() | {t for t, _ in partition_dirs(self.storage)} - metadata.deleting.keys()
 
-    def _make_partition_dirs(self, topic: TopicMetadata, partitions: Iterable[int], progress: Progress | None) -> None:
+    def _make_partition_dirs(
+        self, topic: TopicMetadata, partitions: Iterable[int], progress: Progress | None, *, set_ids: bool = False
+    ) -> None:
         """Make missing partition directories with their ``partition.metadata`` (under the lock, so that a
-        concurrent deletion cannot leave them behind)."""
+        concurrent deletion cannot leave them behind); with ``set_ids``, also write the topic's id over any other
+        (or unreadable) one."""
         todo = list(partitions)
         for done, partition in enumerate(todo, 1):
             directory = f"{topic.name}-{partition}"
             self.storage.make_directory(self.storage.join(directory))
-            if self._topic_id_of(directory) is None:
+            try:
+                on_disk = self._topic_id_of(directory)
+            except CorruptRecordError:
+                if not set_ids:
+                    raise
+                on_disk = None
+            if on_disk is None or (set_ids and on_disk != topic.topic_id):
                 path = self.storage.join(directory, checkpoints.PARTITION_METADATA)
                 checkpoints.write_partition_metadata(self.storage, path, topic.topic_id)
             if progress is not None:
@@ -512,6 +572,70 @@ class TopicStore:
             if adopted:
                 self._make_partition_dirs(topic, range(topic.partitions), None)
         return topic
+
+    def set_topic_id(self, name: str, topic_id: str, *, progress: Progress | None = None) -> TopicMetadata:
+        """Give a topic the id a Kafka cluster knows it by, in the metadata and each partition's ``partition.metadata``
+        (the module's documentation says why and in which order). Setting the id it has rewrites the partitions'
+        files that hold another.
+
+        Only the metadata is checked here: ``LogDirectory.set_topic_id`` also refuses a topic with a transaction
+        open, and the topic's writers must be stopped (one still open fails at its next append, as if the topic had
+        been deleted and created again).
+
+        Args:
+            name: The topic (one made by appends is adopted into the metadata).
+            topic_id: Its new id: Kafka's form or the canonical UUID form (``parse_topic_id``).
+            progress: Told as partitions are rewritten.
+
+        Raises:
+            InvalidTopicIdError: ``topic_id`` is malformed, reserved, or another topic's.
+            InvalidLogDirectoryError: The log directory is on an object store.
+            UnknownTopicError: No such topic.
+        """
+        validate_topic_name(name)
+        new_id = parse_topic_id(topic_id)
+        if not self.storage.in_place_writes:
+            raise InvalidLogDirectoryError(
+                f"cannot set the id of topic '{name}' in {self.log_dir}, a log directory on an object store: there a "
+                "topic's id names the local replicas of its partitions on every host that read them, and an id "
+                "chosen again could name a replica of another log (nor could a broker load a partition kept as "
+                "commits); accepted: a log directory on a filesystem"
+            )
+        with self._transaction() as metadata:
+            topic, _ = self._adopt(name, metadata)
+            owner = self._topic_having(new_id, metadata)
+            if owner is not None and owner.name != name:
+                raise InvalidTopicIdError(
+                    f"topic id {new_id} is the id of topic '{owner.name}' in {self.log_dir}; accepted: an id no other "
+                    "topic of the log directory has"
+                )
+            topic = replace(topic, topic_id=new_id)
+            metadata.topics[name] = topic
+            self._write(metadata)
+            self._make_partition_dirs(topic, range(topic.partitions), progress, set_ids=True)
+        return topic
+
+    def topic_with_id(self, topic_id: str) -> TopicMetadata:
+        """The metadata of the topic with an id (Kafka's form or the canonical UUID form), as ``kafka-topics.sh
+        --describe --topic-id`` finds it.
+
+        Raises:
+            InvalidTopicIdError: ``topic_id`` is malformed or reserved.
+            UnknownTopicError: No topic has it.
+        """
+        wanted = parse_topic_id(topic_id)
+        topic = self._topic_having(wanted, self._read())
+        if topic is None:
+            raise UnknownTopicError(f"Topic id {wanted} does not exist")
+        return topic
+
+    def _topic_having(self, topic_id: str, metadata: _Metadata) -> TopicMetadata | None:
+        """The topic with an id, with an entry or made by appends; None when none has it."""
+        for name in sorted(self._all_names(metadata)):
+            topic = self._topic(name, metadata)
+            if topic is not None and topic.topic_id == topic_id:
+                return topic
+        return None
 
     def delete(self, name: str, *, progress: Progress | None = None) -> None:
         """Delete a topic and its partition directories.
@@ -679,6 +803,6 @@ class TopicConfigProvider:
     def _check_same_topic(self, topic: TopicMetadata | None) -> None:
         topic_id = None if topic is None else topic.topic_id
         if self._topic_id is not None and topic_id != self._topic_id:
-            again = "" if topic is None else " and created again"
+            again = "" if topic is None else " and created again (or given another id)"
             raise UnknownTopicError(f"Topic '{self._topic}' was deleted{again} while open")
         self._topic_id = topic_id or self._topic_id

@@ -19,6 +19,9 @@ WARNING = (
     "To avoid issues it is best to use either, but not both.\n"
 )
 HEADER = ("Partition", "LogStartOffset", "LogEndOffset", "Segments", "Bytes")
+#: One id in Kafka's form (kafka-topics.sh --describe's "TopicId:") and in the canonical UUID form.
+KAFKA_ID = "fFqDVmuKQi-6-agtLR19vw"
+CANONICAL_ID = "7c5a8356-6b8a-422f-baf9-a82d2d1d7dbf"
 
 
 @pytest.fixture(autouse=True)
@@ -114,7 +117,17 @@ ERRORS = [
     (("--create", "--topic", "u", "--replication-factor", "3"), "--replication-factor 3 is not supported"),
     (("--alter", "--topic", "t", "--partitions", "1"), "Topic currently has 2 partitions, which is higher than"),
     (("--alter", "--topic", "t", "--config", "retention.ms=1"), "--config is only valid with --create"),
-    (("--alter", "--topic", "t"), "--partitions is required with --alter"),
+    (("--alter", "--topic", "t"), "--alter takes one of --partitions and --topic-id"),
+    (("--alter", "--topic", "t", "--partitions", "3", "--topic-id", KAFKA_ID), "--alter takes one of --partitions"),
+    (("--alter", "--topic", "t", "--topic-id", "nope"), "topic id 'nope' is malformed; accepted: Kafka's form, 22"),
+    (
+        ("--alter", "--topic", "t", "--topic-id", "AAAAAAAAAAAAAAAAAAAAAA"),
+        "topic id 'AAAAAAAAAAAAAAAAAAAAAA' is reserved",
+    ),
+    (("--alter", "--topic", "nope", "--topic-id", KAFKA_ID), "Topic 'nope' does not exist"),
+    (("--create", "--topic", "u", "--topic-id", KAFKA_ID), "--topic-id is only valid with --alter or --describe"),
+    (("--describe", "--topic", "t", "--topic-id", KAFKA_ID), "--describe takes --topic or --topic-id, not both"),
+    (("--describe", "--topic-id", KAFKA_ID), f"Topic id {KAFKA_ID} does not exist"),
     (("--delete",), "--topic is required with --delete"),
     (("--delete", "--topic", "nope"), "Topic 'nope' does not exist"),
     (("--list", "--if-not-exists"), "--if-not-exists is only valid with --create"),
@@ -135,12 +148,25 @@ def test_each_refusal_changes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], error: str
 ) -> None:
     """The whole table in this process (a new process per case would take seconds each)."""
-    LogDirectory(tmp_path).topics.create("t", 2)
+    created = LogDirectory(tmp_path).topics.create("t", 2)
     assert main(["topics", "--log-dir", str(tmp_path), *args]) == 1
     captured = capsys.readouterr()
     assert captured.err.startswith(f"pysparklog topics: error: {error}") and captured.err.count("\n") == 1
     assert LogDirectory(tmp_path).topics.names() == ["t"]
-    assert LogDirectory(tmp_path).topics.get("t").partitions == 2
+    assert LogDirectory(tmp_path).topics.get("t") == created
+
+
+def test_alter_sets_the_topic_id_and_describe_finds_the_topic_by_it(tmp_path: Path) -> None:
+    """The step before the partition directories move into a broker's log directory (docs/moving-to-kafka.md)."""
+    LogDirectory(tmp_path).topics.create("orders", 2)
+    altered = topics(tmp_path, "--alter", "--topic", "orders", "--topic-id", CANONICAL_ID)
+    assert (altered.returncode, altered.stdout, altered.stderr) == (0, "", "")
+    assert [(tmp_path / f"orders-{p}" / "partition.metadata").read_text() for p in range(2)] == [
+        f"version: 0\ntopic_id: {KAFKA_ID}"
+    ] * 2
+    described = topics(tmp_path, "--describe", "--topic-id", KAFKA_ID)
+    assert (described.returncode, described.stderr) == (0, "")
+    assert described.stdout.startswith(f"Topic: orders\tTopicId: {KAFKA_ID}\tPartitionCount: 2\t")
 
 
 def test_if_not_exists_and_if_exists_make_those_cases_no_error(

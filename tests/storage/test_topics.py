@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,16 +18,28 @@ import pytest
 
 from pysparklog import LogConfig, LogDirectory
 from pysparklog.errors import (
+    CorruptRecordError,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
+    InvalidTopicIdError,
     TopicExistsError,
+    TransactionInProgressError,
     UnknownTopicError,
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.io import PosixStorage
-from pysparklog.storage.topics import MAX_PARTITIONS, TOPICS_FILE, ZERO_TOPIC_ID, TopicStore, validate_topic_partitions
-from tests.conftest import REPO, keyed_table
+from pysparklog.storage.records.default_records import ControlRecordType
+from pysparklog.storage.topics import (
+    MAX_PARTITIONS,
+    TOPICS_FILE,
+    ZERO_TOPIC_ID,
+    TopicStore,
+    parse_topic_id,
+    validate_topic_partitions,
+)
+from tests.conftest import REPO, keyed_table, read_all
+from tests.storage.test_transactions import Producers
 
 LOCAL = PosixStorage("/")  # checkpoint files are named by absolute paths
 
@@ -414,7 +427,7 @@ def test_a_log_open_on_a_deleted_topic_cannot_bring_it_back(tmp_path: Path) -> N
         log.append_arrow(keyed_table(1))
     assert logs.topics.names() == []
     logs.topics.create("t", 1)
-    with pytest.raises(UnknownTopicError, match="was deleted and created again while open"):
+    with pytest.raises(UnknownTopicError, match=r"was deleted and created again \(or given another id\) while open"):
         log.append_arrow(keyed_table(1))
 
 
@@ -502,6 +515,151 @@ def test_delete_reports_progress(tmp_path: Path) -> None:
     seen: list[tuple[int, int]] = []
     store.delete("t", progress=lambda done, total: seen.append((done, total)))
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+# -- topic ids -----------------------------------------------------------------------------------------------------
+
+#: One id in Kafka's form (kafka-topics.sh --describe's "TopicId:") and in the canonical UUID form.
+KAFKA_ID = "fFqDVmuKQi-6-agtLR19vw"
+CANONICAL_ID = "7c5a8356-6b8a-422f-baf9-a82d2d1d7dbf"
+
+
+def _ids_on_disk(tmp_path: Path, topic: str, partitions: int) -> list[str | None]:
+    return [
+        checkpoints.read_partition_metadata(LOCAL, str(tmp_path / f"{topic}-{p}" / checkpoints.PARTITION_METADATA))
+        for p in range(partitions)
+    ]
+
+
+@pytest.mark.parametrize("given", [KAFKA_ID, CANONICAL_ID, CANONICAL_ID.upper()])
+def test_an_id_is_taken_in_kafkas_form_or_the_canonical_uuid_form(given: str) -> None:
+    assert parse_topic_id(given) == KAFKA_ID
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("", "is malformed; accepted: Kafka's form, 22 base64url characters"),
+        ("fFqDVmuKQi-6-agtLR19v", "is malformed"),  # 21 characters
+        ("fFqDVmuKQi-6-agtLR19vw==", "is malformed"),
+        ("fFqDVmuKQi+6/agtLR19vw", "is malformed"),  # base64, not base64url
+        (" fFqDVmuKQi-6-agtLR19vw", "is malformed"),
+        ("fFqDVmuKQi-6-agtLR19vx", "its last character holds bits past the id's 16 bytes"),
+        ("7c5a83566b8a422fbaf9a82d2d1d7dbf", "is malformed"),
+        ("7c5a8356-6b8a-422f-baf9-a82d2d1d7dbg", "is malformed"),
+        ("AAAAAAAAAAAAAAAAAAAAAA", "is reserved by Kafka (Kafka's zero id"),
+        ("00000000-0000-0000-0000-000000000001", "is reserved by Kafka (the id of Kafka's metadata log"),
+    ],
+)
+def test_malformed_and_reserved_ids_are_refused_naming_the_accepted_forms(
+    tmp_path: Path, given: str, message: str
+) -> None:
+    logs = LogDirectory(tmp_path)
+    created = logs.topics.create("t", 2)
+    with pytest.raises(InvalidTopicIdError, match=re.escape(message)):
+        logs.set_topic_id("t", given)
+    assert logs.topics.get("t") == created
+    assert _ids_on_disk(tmp_path, "t", 2) == [created.topic_id] * 2
+
+
+def test_setting_an_id_rewrites_the_metadata_and_every_partition_and_keeps_the_records(tmp_path: Path) -> None:
+    logs = LogDirectory(tmp_path)
+    logs.topics.create("t", 3, {"retention.ms": "60000"})
+    logs.partition("t", 1).append_arrow(keyed_table(5))
+    shutil.rmtree(tmp_path / "t-2")  # a crash in create left it missing
+    seen: list[tuple[int, int]] = []
+    topic = logs.set_topic_id("t", CANONICAL_ID, progress=lambda done, total: seen.append((done, total)))
+    assert (topic.topic_id, topic.partitions, dict(topic.configs)) == (KAFKA_ID, 3, {"retention.ms": "60000"})
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    assert LogDirectory(tmp_path).topics.get("t") == topic
+    assert json.loads((tmp_path / TOPICS_FILE).read_text())["topics"]["t"]["topic_id"] == KAFKA_ID
+    assert _ids_on_disk(tmp_path, "t", 3) == [KAFKA_ID] * 3
+    assert (
+        tmp_path / "t-1" / checkpoints.PARTITION_METADATA
+    ).read_bytes() == b"version: 0\ntopic_id: " + KAFKA_ID.encode()
+    log = logs.partition("t", 1)
+    assert log.topic_id == KAFKA_ID
+    assert read_all(log).column("key").to_pylist() == keyed_table(5).column("key").to_pylist()
+    assert logs.topics.topic_with_id(CANONICAL_ID) == topic
+
+
+def test_setting_the_id_again_rewrites_partitions_left_with_another(tmp_path: Path) -> None:
+    """A crash after the metadata took the id leaves partitions with the old one (or a torn file): run again."""
+    logs = LogDirectory(tmp_path)
+    old = logs.topics.create("t", 3)
+    logs.set_topic_id("t", KAFKA_ID)
+    checkpoints.write_partition_metadata(LOCAL, str(tmp_path / "t-0" / checkpoints.PARTITION_METADATA), old.topic_id)
+    (tmp_path / "t-2" / checkpoints.PARTITION_METADATA).write_bytes(b"version: 0\ntop")
+    with pytest.raises(CorruptRecordError):
+        logs.topics.alter_partitions("t", 4)  # no other change takes a torn file for an id
+    assert logs.set_topic_id("t", KAFKA_ID).topic_id == KAFKA_ID
+    assert _ids_on_disk(tmp_path, "t", 3) == [KAFKA_ID] * 3
+
+
+def test_a_topic_made_by_appends_is_adopted_with_the_id(tmp_path: Path) -> None:
+    logs = LogDirectory(tmp_path)
+    logs.partition("implicit", 0).append_arrow(keyed_table(1))
+    logs.partition("implicit", 1).append_arrow(keyed_table(1))
+    topic = logs.set_topic_id("implicit", KAFKA_ID)
+    assert (topic.topic_id, topic.partitions) == (KAFKA_ID, 2)
+    assert json.loads((tmp_path / TOPICS_FILE).read_text())["topics"]["implicit"]["topic_id"] == KAFKA_ID
+    assert _ids_on_disk(tmp_path, "implicit", 2) == [KAFKA_ID] * 2
+
+
+def test_another_topics_id_is_refused(tmp_path: Path) -> None:
+    logs = LogDirectory(tmp_path)
+    declared = logs.topics.create("declared", 1)
+    logs.partition("implicit", 0).append_arrow(keyed_table(1))
+    implicit_id = logs.topics.get("implicit").topic_id
+    target = logs.topics.create("t", 2)
+    for other, other_id in (("declared", declared.topic_id), ("implicit", implicit_id)):
+        with pytest.raises(
+            InvalidTopicIdError,
+            match=re.escape(f"is the id of topic '{other}' in {tmp_path}; accepted: an id no other"),
+        ):
+            logs.set_topic_id("t", other_id)
+    assert logs.topics.get("t") == target
+    assert _ids_on_disk(tmp_path, "t", 2) == [target.topic_id] * 2
+    assert logs.set_topic_id("t", target.topic_id) == target  # its own id is no other topic's
+
+
+def test_an_unknown_topic_or_id_is_refused(tmp_path: Path) -> None:
+    logs = LogDirectory(tmp_path)
+    with pytest.raises(UnknownTopicError, match="Topic 'nope' does not exist"):
+        logs.set_topic_id("nope", KAFKA_ID)
+    with pytest.raises(UnknownTopicError, match=f"Topic id {KAFKA_ID} does not exist"):
+        logs.topics.topic_with_id(CANONICAL_ID)
+    assert not (tmp_path / "nope-0").exists()
+
+
+def test_the_id_is_refused_while_a_transaction_is_open_on_a_partition(tmp_path: Path) -> None:
+    """Moved into a broker, the transaction's records would have no coordinator to end them."""
+    logs = LogDirectory(tmp_path)
+    created = logs.topics.create("t", 2)
+    log = logs.partition("t", 1)
+    log.append_arrow(keyed_table(2))
+    producers = Producers()
+    log.append(producers.data(7, 3))
+    with pytest.raises(
+        TransactionInProgressError, match="a transaction is open on partition 1 of topic 't' from offset 2"
+    ):
+        logs.set_topic_id("t", KAFKA_ID)
+    assert logs.topics.get("t") == created
+    assert _ids_on_disk(tmp_path, "t", 2) == [created.topic_id] * 2
+    log.append(producers.marker(7, ControlRecordType.ABORT))
+    assert logs.set_topic_id("t", KAFKA_ID).topic_id == KAFKA_ID
+
+
+def test_a_writer_open_while_the_id_is_set_fails_at_its_next_append(tmp_path: Path) -> None:
+    """Its partitions are on their way to a broker: a record appended now would not go with them."""
+    logs = LogDirectory(tmp_path)
+    logs.topics.create("t", 1)
+    log = logs.partition("t", 0)
+    log.append_arrow(keyed_table(2))
+    logs.set_topic_id("t", KAFKA_ID)
+    with pytest.raises(UnknownTopicError, match=r"created again \(or given another id\) while open"):
+        log.append_arrow(keyed_table(1))
+    assert logs.partition("t", 0).log_end_offset == 2
 
 
 # -- several processes ---------------------------------------------------------------------------------------------

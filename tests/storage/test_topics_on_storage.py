@@ -7,11 +7,13 @@ import json
 
 import pytest
 
-from pysparklog.errors import StorageConflictError, TopicExistsError, UnknownTopicError
+from pysparklog import LogDirectory
+from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError, TopicExistsError, UnknownTopicError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.io import Storage
 from pysparklog.storage.topic_config import SERVER_PROPERTIES
 from pysparklog.storage.topics import TOPICS_FILE, TopicStore
+from tests.conftest import keyed_table
 from tests.storage.conftest import BACKENDS, NoLock, run_processes
 
 
@@ -94,6 +96,30 @@ def test_a_deletion_a_crash_interrupted_is_finished_by_the_next_listing(storage:
     assert store.names() == []
     assert _directories(storage) == []
     assert json.loads(storage.read(path))["deleting"] == {}
+
+
+def test_a_topic_id_is_set_on_a_filesystem_and_refused_on_an_object_store(storage: Storage) -> None:
+    """On an object store a topic's id names the local replicas of its partitions (``object_log``): an id chosen
+    again could name a replica of another log, so it is never set there, and a broker could not load the partitions
+    anyway."""
+    logs = LogDirectory(storage)
+    created = logs.topics.create("t", 2)
+    with logs.partition("t", 1) as log:
+        log.append_arrow(keyed_table(3))
+    kafka_id = "fFqDVmuKQi-6-agtLR19vw"
+    if storage.in_place_writes:
+        assert logs.set_topic_id("t", kafka_id).topic_id == kafka_id
+        expected = kafka_id
+    else:
+        with pytest.raises(
+            InvalidLogDirectoryError, match="on an object store: .* accepted: a log directory on a file"
+        ):
+            logs.set_topic_id("t", kafka_id)
+        expected = created.topic_id
+    assert TopicStore(storage).get("t").topic_id == expected
+    assert [_topic_id_in(storage, f"t-{p}") for p in range(2)] == [expected] * 2
+    with logs.partition("t", 1) as log:
+        assert (log.topic_id, log.log_end_offset) == (expected, 3)
 
 
 def test_a_change_made_without_exclusion_fails_rather_than_overwrite(
