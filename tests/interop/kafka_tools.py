@@ -1,8 +1,9 @@
-"""Run Apache Kafka's own ``DumpLogSegments`` tool (what ``kafka-dump-log.sh`` runs) from tests.
+"""Run Apache Kafka's own ``DumpLogSegments`` tool (what ``kafka-dump-log.sh`` runs) from tests, and resolve
+Kafka's jars for the broker the interop tests start (``kafka_broker.py``).
 
 Why: the strongest evidence that our segment files are byte-compatible with Kafka is Kafka itself
-reading them. The tool's jars come from Maven Central through ``kafka-tools/pom.xml`` (cached in
-``~/.m2``); only the resolved classpath string is cached, under ``.cache/kafka-tools/``.
+reading them. The jars come from Maven Central through ``kafka-tools/pom.xml`` and ``kafka-broker/pom.xml``
+(cached in ``~/.m2``); only the resolved classpath strings are cached, under ``.cache/kafka-tools/``.
 """
 
 from __future__ import annotations
@@ -38,10 +39,6 @@ JVM_OPTIONS = (
 #: The type of the ``kafka_dump_log`` fixture (i.e. of :func:`run_dump_log_segments`).
 DumpLogSegments = Callable[..., subprocess.CompletedProcess[str]]
 
-_classpath: str | None = None
-_reason: str | None = None
-_attempted = False  # a failed resolution is not retried within the process (one slow mvn per session)
-
 
 def missing_tools() -> str | None:
     """Say which of ``java``/``mvn`` is not on PATH (the only acceptable reason to skip), else None."""
@@ -49,15 +46,66 @@ def missing_tools() -> str | None:
     return f"{' and '.join(missing)} not found on PATH" if missing else None
 
 
-def unavailable_reason() -> str | None:
-    """Why the last :func:`kafka_classpath` call returned None (None if it succeeded or never ran)."""
-    return _reason
+class MavenClasspath:
+    """The runtime classpath of a pom's dependencies: resolved by Maven once per process (a failure is not retried:
+    one slow ``mvn`` per session), and cached on disk keyed by the pom's bytes, so only the first run on a machine
+    pays for Maven.
 
+    Args:
+        pom: The pom naming the dependencies (nothing is built from it).
+    """
 
-def _cache_file() -> Path:
-    """Cache key = the pom's bytes: bumping the Kafka version must never reuse an old classpath."""
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
-    return CACHE_DIR / f"classpath-{digest}.txt"
+    def __init__(self, pom: Path) -> None:
+        self.pom = pom
+        self.reason: str | None = None  # why the last resolve() returned None
+        self._classpath: str | None = None
+        self._attempted = False
+
+    def resolve(self) -> str | None:
+        """The classpath, or None (see ``reason``)."""
+        if self._attempted:
+            return self._classpath
+        self._attempted = True
+        self.reason = missing_tools()
+        if self.reason is not None:
+            return None
+        cache = self._cache_file()
+        if cache.is_file():
+            cached = cache.read_text(encoding="utf-8").strip()
+            if _usable(cached):
+                self._classpath = cached
+                return self._classpath
+        self._classpath = self._resolve(cache)
+        return self._classpath
+
+    def _cache_file(self) -> Path:
+        """Cache key = the pom's bytes: bumping the Kafka version must never reuse an old classpath."""
+        digest = hashlib.sha256(self.pom.read_bytes()).hexdigest()[:16]
+        return CACHE_DIR / f"classpath-{digest}.txt"
+
+    def _resolve(self, target: Path) -> str | None:
+        """Ask Maven for the runtime classpath; sets ``reason`` and returns None on failure."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.part")  # atomic publish: safe with pytest-xdist
+        cmd = [
+            "mvn", "-B", "-q", "-Dstyle.color=never", "-f", str(self.pom),
+            "dependency:build-classpath", "-Dmdep.includeScope=runtime", f"-Dmdep.outputFile={partial}",
+        ]  # fmt: skip
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.reason = f"{' '.join(cmd)} failed: {exc}"
+            return None
+        classpath = partial.read_text(encoding="utf-8").strip() if partial.is_file() else ""
+        if proc.returncode != 0 or not _usable(classpath):
+            partial.unlink(missing_ok=True)
+            self.reason = (
+                f"{' '.join(cmd)} exited {proc.returncode} without a usable classpath\n"
+                f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+            )
+            return None
+        partial.replace(target)
+        return classpath
 
 
 def _usable(classpath: str) -> bool:
@@ -66,53 +114,20 @@ def _usable(classpath: str) -> bool:
     return bool(classpath) and all(Path(entry).is_file() for entry in entries)
 
 
-def _resolve(target: Path) -> str | None:
-    """Ask Maven for the runtime classpath; sets ``_reason`` and returns None on failure."""
-    global _reason
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.part")  # atomic publish: safe with pytest-xdist
-    cmd = [
-        "mvn", "-B", "-q", "-Dstyle.color=never", "-f", str(POM),
-        "dependency:build-classpath", "-Dmdep.includeScope=runtime", f"-Dmdep.outputFile={partial}",
-    ]  # fmt: skip
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _reason = f"{' '.join(cmd)} failed: {exc}"
-        return None
-    classpath = partial.read_text(encoding="utf-8").strip() if partial.is_file() else ""
-    if proc.returncode != 0 or not _usable(classpath):
-        partial.unlink(missing_ok=True)
-        _reason = (
-            f"{' '.join(cmd)} exited {proc.returncode} without a usable classpath\n"
-            f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
-        )
-        return None
-    partial.replace(target)
-    return classpath
+#: DumpLogSegments' classpath (``kafka-tools/pom.xml``).
+TOOLS = MavenClasspath(POM)
+#: A broker's and Kafka's command-line tools' classpath (``kafka-broker/pom.xml``, see ``kafka_broker.py``).
+BROKER = MavenClasspath(Path(__file__).resolve().parent / "kafka-broker" / "pom.xml")
 
 
 def kafka_classpath() -> str | None:
-    """The Kafka tools' runtime classpath, or None (see :func:`unavailable_reason`).
+    """The Kafka tools' runtime classpath, or None (see :func:`unavailable_reason`)."""
+    return TOOLS.resolve()
 
-    Resolved once per process and cached on disk keyed by the pom, so only the first run on a
-    machine pays for Maven.
-    """
-    global _classpath, _reason, _attempted
-    if _attempted:
-        return _classpath
-    _attempted = True
-    _reason = missing_tools()
-    if _reason is not None:
-        return None
-    cache = _cache_file()
-    if cache.is_file():
-        cached = cache.read_text(encoding="utf-8").strip()
-        if _usable(cached):
-            _classpath = cached
-            return _classpath
-    _classpath = _resolve(cache)
-    return _classpath
+
+def unavailable_reason() -> str | None:
+    """Why the last :func:`kafka_classpath` call returned None (None if it succeeded or never ran)."""
+    return TOOLS.reason
 
 
 def run_dump_log_segments(
