@@ -146,7 +146,7 @@ def test_a_log_directory_moved_into_a_broker_is_kafkas_to_read_and_append_to(
         ).splitlines()
         on_disk = sorted(path.name for path in broker.log_dir.iterdir() if path.name.startswith(TOPIC))
         assert on_disk == [f"{TOPIC}-{p}" for p in range(PARTITIONS)]
-        assert broker.logged(r"stray|Found stray log dir") == []
+        assert broker.logged(r"marked stray|Found stray log dir") == []
 
     consumed.sort(key=_position)
     appended = [line for line in consumed if "\tkafka-k" in line]
