@@ -57,8 +57,11 @@ def fresh_dir(path: str | Path) -> Path:
 
     Raises:
         SystemExit: ``path`` is a non-empty directory without the examples' marker: it may hold someone's
-            data, so it is left alone.
+            data, so it is left alone; or it is a URL (``fresh_log_dir`` takes those), which would otherwise
+            become a local directory named ``s3:``.
     """
+    if "://" in str(path):
+        raise SystemExit(f"{path} is a URL: a directory is needed here")
     path = Path(path).resolve()
     if path.exists():
         if not path.is_dir():
@@ -78,7 +81,8 @@ def log_location(text: str) -> str:
 
 def fresh_log_dir(location: str | Path) -> str:
     """``fresh_dir`` for a log directory, which may be an object-store URL: there the marker is an object and
-    deleting the directory deletes the objects below its prefix.
+    deleting the directory deletes the objects below its prefix. The notebooks also use it for their work
+    directory, which may be on the same bucket as their logs.
 
     Raises:
         SystemExit: The location holds something without the examples' marker.

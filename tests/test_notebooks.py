@@ -6,9 +6,10 @@ header and every ``# MAGIC`` line leaves the code cells in order, a script that 
 asserts the pipeline's result, so a notebook that stopped working fails here.
 
 The notebooks run one after another in one interpreter (``tests.pipeline_runner``), as notebooks attached to one
-cluster do: each runs as a script from the checkout, its parameters cell pointed at a temporary directory through
-the environment, and its session cell finds the SparkSession (with Delta's jars) the runner started, instead of
-starting a JVM of its own.
+cluster do: each runs as a script from the checkout, its widgets pointed at a temporary directory through the
+environment (``PYSPARKLOG_WIDGET_<NAME>``, read by ``examples.notebook_shims``), and its session cell finds the
+SparkSession (with Delta's jars) the runner started, instead of starting a JVM of its own. The quickstart runs a
+second time with its log directory on ``s3://`` (the loopback S3 server), as a Databricks user runs it on a bucket.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BROKER_LOG_DIR, REPO
+from examples.common import order_events, topic_records
+from examples.notebook_shims import environment_variable
+from tests.conftest import BROKER_LOG_DIR, BUCKET, REPO
 from tests.pipeline_runner import PipelineJob, PipelineRun, run_pipelines
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -31,8 +34,15 @@ SEPARATOR = "# COMMAND ----------"
 MAGIC = "# MAGIC"
 #: The one notebook whose parameters cell takes a broker's log directory.
 BROKER_NOTEBOOK = "06_broker_log_analysis"
-#: The longest all the notebooks may take together, in seconds (about a minute and a half on two cores).
+#: The one notebook that draws a figure, which ``display`` saves as a PNG outside Databricks.
+FIGURE_NOTEBOOK = "07_lag_monitor"
+#: The notebook run a second time with its log directory on S3, that run's id, and its ``orders`` widget.
+S3_NOTEBOOK = NOTEBOOKS_DIR / "01_quickstart.py"
+S3_RUN = "01_quickstart_on_s3"
+S3_ORDERS = 8
+#: The longest all the notebooks may take together, in seconds (about three minutes on two cores).
 NOTEBOOKS_TIMEOUT = 600
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def cells(text: str) -> list[str]:
@@ -81,39 +91,79 @@ def test_databricks_source_format(path: Path) -> None:
 class Notebooks:
     """The notebooks' runs, and the runner's stderr."""
 
+    base: Path
     runs: dict[str, PipelineRun]
     stderr: Path
+
+    def check(self, run_id: str, name: str) -> PipelineRun:
+        """Run ``run_id`` of notebook ``name``, checked to have ended without an error, leaving no query running."""
+        run = self.runs[run_id]
+        assert run.returncode == 0, run.describe(name, self.stderr.read_text(errors="replace")[-6000:])
+        assert run.queries_left_running == 0, f"{name} left streaming queries running"
+        print(f"{run_id}: {run.seconds:.1f} s")
+        return run
+
+
+def local_base_dir(base: Path, run_id: str) -> Path:
+    """The ``base_dir`` widget of a run on the filesystem."""
+    return base / run_id / "data"
+
+
+def s3_base_dir(base: Path) -> str:
+    """The S3 run's ``base_dir``: a prefix of the test bucket named after the run's own temporary directory."""
+    return f"s3://{BUCKET}{base / S3_RUN}"
 
 
 @pytest.fixture(scope="module")
 def notebooks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Notebooks:
-    """The notebooks whose ``test_notebook_runs`` is selected, converted to scripts and run one after another in
-    one runner, with their parameters pointed into a temporary directory through the environment."""
+    """The notebooks whose ``test_notebook_runs`` is selected (and the quickstart on S3, if its test is), converted
+    to scripts and run one after another in one runner, with their widgets pointed into a temporary directory
+    through the environment."""
+    tests = [item for item in request.session.items if isinstance(item, pytest.Function)]
     selected = [
         path
-        for item in request.session.items
-        if isinstance(item, pytest.Function) and item.originalname == "test_notebook_runs"
+        for item in tests
+        if item.originalname == "test_notebook_runs"
         for path in NOTEBOOKS
         if item.callspec.params["path"] == path
     ]
     base = tmp_path_factory.mktemp("notebooks")
+    scripts = base / "scripts"
+    scripts.mkdir()
+    for path in NOTEBOOKS:
+        (scripts / path.name).write_text(to_script(path.read_text()))
     jobs = []
     for path in selected:
-        script = base / "scripts" / f"{path.stem}.py"
-        script.parent.mkdir(exist_ok=True)
-        script.write_text(to_script(path.read_text()))
-        env = {"PYSPARKLOG_NOTEBOOK_DIR": str(base / path.stem / "data")}
+        widgets = {"base_dir": str(local_base_dir(base, path.stem))}
         if path.stem == BROKER_NOTEBOOK:
-            env["PYSPARKLOG_BROKER_LOG_DIR"] = str(BROKER_LOG_DIR)
-        jobs.append(PipelineJob(id=path.stem, path=str(script), env=env))
+            widgets["broker_log_dir"] = str(BROKER_LOG_DIR)
+        jobs.append(PipelineJob(id=path.stem, path=str(scripts / path.name), env=widget_environment(widgets)))
+    if any(item.originalname == "test_quickstart_runs_on_s3" for item in tests):
+        request.getfixturevalue("s3_endpoint")  # the runner, its JVM and its workers inherit the AWS_* variables
+        # The work directory (the checkpoint) stays local: this Spark has no s3:// filesystem, as Databricks has.
+        widgets = {"base_dir": s3_base_dir(base), "work_dir": str(base / S3_RUN / "work"), "orders": str(S3_ORDERS)}
+        jobs.append(PipelineJob(id=S3_RUN, path=str(scripts / S3_NOTEBOOK.name), env=widget_environment(widgets)))
     runs, stderr = run_pipelines(jobs, base / "runner", NOTEBOOKS_TIMEOUT)
-    return Notebooks(runs, stderr)
+    return Notebooks(base, runs, stderr)
+
+
+def widget_environment(widgets: dict[str, str]) -> dict[str, str]:
+    """The environment variables that give the notebooks' widgets these values."""
+    return {environment_variable(name): value for name, value in widgets.items()}
 
 
 @pytest.mark.timeout(NOTEBOOKS_TIMEOUT + 60)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_notebook_runs(path: Path, notebooks: Notebooks) -> None:
-    run = notebooks.runs[path.stem]
-    assert run.returncode == 0, run.describe(path.name, notebooks.stderr.read_text(errors="replace")[-6000:])
-    assert run.queries_left_running == 0, f"{path.name} left streaming queries running"
-    print(f"{path.name}: {run.seconds:.1f} s")
+    notebooks.check(path.stem, path.name)
+    if path.stem == FIGURE_NOTEBOOK:  # display(figure) outside Databricks: a PNG in the work directory
+        figure = local_base_dir(notebooks.base, path.stem) / "work" / "figure-1.png"
+        assert figure.read_bytes().startswith(PNG_SIGNATURE)
+
+
+@pytest.mark.timeout(NOTEBOOKS_TIMEOUT + 60)
+def test_quickstart_runs_on_s3(notebooks: Notebooks) -> None:
+    """The quickstart with ``base_dir`` an ``s3://`` URL: its log is on the bucket, and holds what it produced."""
+    notebooks.check(S3_RUN, S3_NOTEBOOK.name)
+    produced = topic_records(f"{s3_base_dir(notebooks.base)}/logs", "orders").column("value").to_pylist()
+    assert sorted(produced) == sorted(event.value for event in order_events(S3_ORDERS))

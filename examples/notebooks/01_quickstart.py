@@ -19,13 +19,24 @@
 
 # COMMAND ----------
 
+# MAGIC %pip install pysparklog
+
+# COMMAND ----------
+
+if "dbutils" in globals():  # on Databricks: restart Python, so that the notebook imports what %pip installed
+    dbutils.library.restartPython()  # type: ignore[has-type,used-before-def]  # noqa: F821
+
+# COMMAND ----------
+
 import os
 import tempfile
 
 from pyspark.sql import functions as F
 
-from examples.common import ORDER_SCHEMA, fresh_dir
+from examples.common import ORDER_SCHEMA, fresh_log_dir
+from examples.notebook_shims import LocalDbutils, LocalDisplay
 from examples.quickstart import create_topic, produce_orders
+from pysparklog import LogDirectory
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
 # COMMAND ----------
@@ -33,17 +44,39 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC %md
 # MAGIC ## Parameters
 # MAGIC
-# MAGIC `BASE_DIR` holds the log directory (`logs/`) and the query's checkpoint (`work/`). On Databricks, point it
-# MAGIC at a path that every node mounts read-write with working file locks, such as an NFS share; Unity Catalog
-# MAGIC volumes (`/Volumes/...`) and `/dbfs` cannot take appends (see `docs/cluster.md`). Locally it is a new
-# MAGIC temporary directory. The notebook empties `logs/` and `work/` first if an earlier run of an example made
-# MAGIC them, and refuses to touch a non-empty directory it did not make.
+# MAGIC The widgets at the top of the notebook:
+# MAGIC
+# MAGIC * `base_dir` holds the log directory (`logs/`). On Databricks give it an object-store URL that the cluster
+# MAGIC   can write, such as the cloud URL of a Unity Catalog external location (`s3://bucket/prefix`,
+# MAGIC   `abfss://container@account.dfs.core.windows.net/prefix`, `gs://bucket/prefix`): every node reaches the log
+# MAGIC   there without a shared filesystem. Not `/Volumes/...` or `/dbfs/...`, which cannot take appends (see
+# MAGIC   `docs/cluster.md`). Empty, it is a new temporary directory on the driver, which only a single-node
+# MAGIC   cluster (or a laptop) can use.
+# MAGIC * `work_dir` holds the query's checkpoint; empty, it is `base_dir`'s `work/`. It may be a volume
+# MAGIC   (`/Volumes/catalog/schema/volume/...`) or on the logs' bucket.
+# MAGIC * `orders`: how many orders to produce events for (one to four events each), and `partitions`: the topic's.
+# MAGIC
+# MAGIC The notebook empties `logs/` and the work directory first if an earlier run of an example made them, and
+# MAGIC refuses to touch a non-empty one it did not make. Outside Databricks, `dbutils` and `display` are stand-ins
+# MAGIC (`examples/notebook_shims.py`): a widget takes its default, or the environment variable
+# MAGIC `PYSPARKLOG_WIDGET_<NAME>` (`PYSPARKLOG_WIDGET_BASE_DIR`...).
 
 # COMMAND ----------
 
-BASE_DIR = os.environ.get("PYSPARKLOG_NOTEBOOK_DIR") or tempfile.mkdtemp(prefix="pysparklog-quickstart-")
+if "dbutils" not in globals():  # outside Databricks: widgets with their defaults or PYSPARKLOG_WIDGET_<NAME>
+    dbutils = LocalDbutils()
+dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
+dbutils.widgets.text("work_dir", "", "Work directory (default: base_dir/work)")
+dbutils.widgets.text("orders", "12", "Orders")
+dbutils.widgets.dropdown("partitions", "3", ["1", "2", "3", "6"], "Partitions")
+
+BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-quickstart-")
+WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
+ORDERS = int(dbutils.widgets.get("orders"))
+PARTITIONS = int(dbutils.widgets.get("partitions"))
 TOPIC = "orders"
-ORDERS = 12  # orders to produce events for (one to four events each)
+if "display" not in globals():  # outside Databricks: prints DataFrames, saves figures in WORK_DIR
+    display = LocalDisplay(WORK_DIR)
 
 # COMMAND ----------
 
@@ -68,16 +101,17 @@ print(f"Spark {spark.version}")
 # MAGIC %md
 # MAGIC ## 1. Create a topic
 # MAGIC
-# MAGIC `create_topic` (from `examples/quickstart.py`) calls `LogDirectory(log_dir).topics.create("orders", 3,
-# MAGIC {"compression.type": "zstd"})`: three partitions, and a topic config applied to every batch the log
-# MAGIC receives, as a broker applies it. Each partition is a directory of the log directory.
+# MAGIC `create_topic` (from `examples/quickstart.py`) calls `LogDirectory(log_dir).topics.create("orders",
+# MAGIC partitions, {"compression.type": "zstd"})`: the partitions, and a topic config applied to every batch the
+# MAGIC log receives, as a broker applies it. Each partition is a directory of the log directory (a prefix, on an
+# MAGIC object store).
 
 # COMMAND ----------
 
-LOG_DIR = str(fresh_dir(os.path.join(BASE_DIR, "logs")))
-WORK_DIR = str(fresh_dir(os.path.join(BASE_DIR, "work")))
-create_topic(LOG_DIR, TOPIC, partitions=3)
-print(sorted(name for name in os.listdir(LOG_DIR) if name.startswith(TOPIC)))
+LOG_DIR = fresh_log_dir(os.path.join(BASE_DIR, "logs"))
+WORK_DIR = fresh_log_dir(WORK_DIR)
+create_topic(LOG_DIR, TOPIC, PARTITIONS)
+print(LogDirectory(LOG_DIR).topics.get(TOPIC))
 
 # COMMAND ----------
 
@@ -117,7 +151,7 @@ orders = records.select(
 per_partition = orders.groupBy("partition").agg(
     F.count("*").alias("records"), F.max("offset").alias("last_offset"), F.countDistinct("order_id").alias("orders")
 )
-per_partition.orderBy("partition").show()
+display(per_partition.orderBy("partition"))
 
 # COMMAND ----------
 
@@ -161,7 +195,7 @@ print(f"micro-batches (id, rows): {batches}")
 # COMMAND ----------
 
 streamed = spark.table("quickstart_orders")
-streamed.orderBy("partition", "offset").show(50, truncate=False)
+display(streamed.orderBy("partition", "offset"))
 where = sorted((row.partition, row.offset) for row in streamed.select("partition", "offset").collect())
 assert where == sorted((m.partition, m.offset) for m in metadata), "the stream did not read what was produced"
 print(f"streamed {len(where)} of {len(metadata)} records")

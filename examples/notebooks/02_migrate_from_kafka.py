@@ -20,14 +20,24 @@
 
 # COMMAND ----------
 
+# MAGIC %pip install pysparklog
+
+# COMMAND ----------
+
+if "dbutils" in globals():  # on Databricks: restart Python, so that the notebook imports what %pip installed
+    dbutils.library.restartPython()  # type: ignore[has-type,used-before-def]  # noqa: F821
+
+# COMMAND ----------
+
 import os
 import tempfile
 from collections import Counter
 
 from pyspark.sql import functions as F
 
-from examples.common import fresh_dir, order_events
+from examples.common import fresh_log_dir, order_events
 from examples.migrate_from_kafka import create_topics
+from examples.notebook_shims import LocalDbutils, LocalDisplay
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
 # COMMAND ----------
@@ -35,14 +45,25 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC %md
 # MAGIC ## Parameters
 # MAGIC
-# MAGIC `BASE_DIR` holds the log directory and the checkpoints. On Databricks use a path that every node mounts
-# MAGIC read-write with working locks, such as NFS (not `/Volumes` or `/dbfs`: see `docs/cluster.md`); locally a
-# MAGIC temporary directory.
+# MAGIC `base_dir` holds the log directory (`logs/`), `work_dir` the checkpoints (empty: `base_dir`'s `work/`). On
+# MAGIC Databricks give `base_dir` an object-store URL the cluster can write, such as a Unity Catalog external
+# MAGIC location's cloud URL (`s3://...`, `abfss://...`, `gs://...`), not `/Volumes` or `/dbfs` (see
+# MAGIC `docs/cluster.md`); `work_dir` may be on the same bucket or a volume. Empty, `base_dir` is a new temporary
+# MAGIC directory. `records` is the number of records in each of the guide's topics, `topic1` and `topic2`.
 
 # COMMAND ----------
 
-BASE_DIR = os.environ.get("PYSPARKLOG_NOTEBOOK_DIR") or tempfile.mkdtemp(prefix="pysparklog-migrate-")
-RECORDS = 20  # records in each of the guide's topics, topic1 and topic2
+if "dbutils" not in globals():  # outside Databricks: widgets with their defaults or PYSPARKLOG_WIDGET_<NAME>
+    dbutils = LocalDbutils()
+dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
+dbutils.widgets.text("work_dir", "", "Work directory (default: base_dir/work)")
+dbutils.widgets.text("records", "20", "Records per topic")
+
+BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-migrate-")
+WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
+RECORDS = int(dbutils.widgets.get("records"))
+if "display" not in globals():  # outside Databricks: prints DataFrames, saves figures in WORK_DIR
+    display = LocalDisplay(WORK_DIR)
 
 # COMMAND ----------
 
@@ -63,8 +84,8 @@ spark.dataSource.register(PySparkLogDataSource)  # also covers a session started
 
 # COMMAND ----------
 
-LOG_DIR = str(fresh_dir(os.path.join(BASE_DIR, "logs")))
-WORK_DIR = str(fresh_dir(os.path.join(BASE_DIR, "work")))
+LOG_DIR = fresh_log_dir(os.path.join(BASE_DIR, "logs"))
+WORK_DIR = fresh_log_dir(WORK_DIR)
 create_topics(LOG_DIR, RECORDS)
 
 # COMMAND ----------
@@ -104,7 +125,7 @@ query = (
 )
 query.awaitTermination()
 pattern_rows = spark.table("pattern_with_headers")
-pattern_rows.show(5, truncate=False)
+display(pattern_rows)
 
 # COMMAND ----------
 
@@ -133,7 +154,7 @@ ranged = (
     .load(LOG_DIR)
 )
 per_partition = ranged.groupBy("topic", "partition").agg(F.min("offset").alias("from"), F.count("*").alias("records"))
-per_partition.orderBy("topic", "partition").show()
+display(per_partition.orderBy("topic", "partition"))
 
 # COMMAND ----------
 
@@ -218,7 +239,7 @@ written = (
     .load(LOG_DIR)
 )
 per_topic = written.groupBy("topic").count().orderBy("topic")
-per_topic.show()
+display(per_topic)
 counts = {row.topic: row["count"] for row in per_topic.collect()}
 expected = Counter(f"orders-{event.status}" for event in order_events(RECORDS))
 expected["orders-all"] = expected.total()

@@ -18,14 +18,24 @@
 
 # COMMAND ----------
 
+# MAGIC %pip install pysparklog
+
+# COMMAND ----------
+
+if "dbutils" in globals():  # on Databricks: restart Python, so that the notebook imports what %pip installed
+    dbutils.library.restartPython()  # type: ignore[has-type,used-before-def]  # noqa: F821
+
+# COMMAND ----------
+
 import os
 import tempfile
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from examples.common import ORDER_SCHEMA, fresh_dir, latest_per_order, order_events
+from examples.common import ORDER_SCHEMA, fresh_log_dir, latest_per_order, order_events
 from examples.log_to_delta import produce
+from examples.notebook_shims import LocalDbutils, LocalDisplay
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
 # COMMAND ----------
@@ -33,17 +43,28 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC %md
 # MAGIC ## Parameters
 # MAGIC
-# MAGIC `BASE_DIR` holds the log directory, the Delta tables and the checkpoints. On Databricks the log directory
-# MAGIC must be on a filesystem with appends and shared locks, such as NFS (not `/Volumes` or `/dbfs`: see
-# MAGIC `docs/cluster.md`); the tables and checkpoints could be anywhere Delta writes. Locally a temporary
-# MAGIC directory.
+# MAGIC `base_dir` holds the log directory (`logs/`), `work_dir` the Delta tables and the checkpoints (empty:
+# MAGIC `base_dir`'s `work/`). On Databricks give `base_dir` an object-store URL the cluster can write, such as a
+# MAGIC Unity Catalog external location's cloud URL (`s3://...`, `abfss://...`, `gs://...`), not `/Volumes` or
+# MAGIC `/dbfs` (see `docs/cluster.md`); the tables and checkpoints can be anywhere Delta writes: the same bucket,
+# MAGIC or a volume. Empty, `base_dir` is a new temporary directory. `orders` is the number of orders to produce
+# MAGIC events for.
 
 # COMMAND ----------
 
-BASE_DIR = os.environ.get("PYSPARKLOG_NOTEBOOK_DIR") or tempfile.mkdtemp(prefix="pysparklog-log-to-delta-")
+if "dbutils" not in globals():  # outside Databricks: widgets with their defaults or PYSPARKLOG_WIDGET_<NAME>
+    dbutils = LocalDbutils()
+dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
+dbutils.widgets.text("work_dir", "", "Tables and checkpoints (default: base_dir/work)")
+dbutils.widgets.text("orders", "100", "Orders")
+
+BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-log-to-delta-")
+WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
+ORDERS = int(dbutils.widgets.get("orders"))
 TOPIC = "orders"
-ORDERS = 100  # orders to produce events for
 FIRST_ROUND = 0.6  # the share of the events produced before the first run
+if "display" not in globals():  # outside Databricks: prints DataFrames, saves figures in WORK_DIR
+    display = LocalDisplay(WORK_DIR)
 
 # COMMAND ----------
 
@@ -75,8 +96,8 @@ spark.dataSource.register(PySparkLogDataSource)  # also covers a session started
 
 # COMMAND ----------
 
-LOG_DIR = str(fresh_dir(os.path.join(BASE_DIR, "logs")))
-WORK_DIR = str(fresh_dir(os.path.join(BASE_DIR, "work")))
+LOG_DIR = fresh_log_dir(os.path.join(BASE_DIR, "logs"))
+WORK_DIR = fresh_log_dir(WORK_DIR)
 BRONZE, SILVER = os.path.join(WORK_DIR, "bronze"), os.path.join(WORK_DIR, "silver")
 events = order_events(ORDERS)
 first = int(len(events) * FIRST_ROUND)
@@ -195,15 +216,17 @@ assert appended == merged == len(events) - first, "a restarted stream read more 
 
 bronze = spark.read.format("delta").load(BRONZE)
 silver = spark.read.format("delta").load(SILVER)
-silver.orderBy("order_id").show(10, truncate=False)
-silver.groupBy("status").count().orderBy("status").show()
+display(silver.orderBy("order_id"))
+display(silver.groupBy("status").count().orderBy("status"))
 history = spark.sql(f"DESCRIBE HISTORY delta.`{SILVER}`")
-history.selectExpr(
-    "version",
-    "operation",
-    "operationMetrics.numTargetRowsInserted AS inserted",
-    "operationMetrics.numTargetRowsUpdated AS updated",
-).orderBy("version").show()
+display(
+    history.selectExpr(
+        "version",
+        "operation",
+        "operationMetrics.numTargetRowsInserted AS inserted",
+        "operationMetrics.numTargetRowsUpdated AS updated",
+    ).orderBy("version")
+)
 
 assert bronze.count() == bronze.select("partition", "offset").distinct().count() == len(events)
 expected = {order_id: (event.status, event.version) for order_id, event in latest_per_order(events).items()}

@@ -16,13 +16,23 @@
 
 # COMMAND ----------
 
+# MAGIC %pip install pysparklog
+
+# COMMAND ----------
+
+if "dbutils" in globals():  # on Databricks: restart Python, so that the notebook imports what %pip installed
+    dbutils.library.restartPython()  # type: ignore[has-type,used-before-def]  # noqa: F821
+
+# COMMAND ----------
+
 import os
 import tempfile
 
 from pyspark.sql import functions as F
 
-from examples.common import fresh_dir
+from examples.common import fresh_log_dir
 from examples.delta_to_log import NEW_IN_ROUND_2, SCHEMA, create_table, first_changes, more_changes
+from examples.notebook_shims import LocalDbutils, LocalDisplay
 from pysparklog import LogDirectory
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
@@ -31,15 +41,26 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC %md
 # MAGIC ## Parameters
 # MAGIC
-# MAGIC `BASE_DIR` holds the log directory, the Delta table and the checkpoint. On Databricks the log directory
-# MAGIC must be on a filesystem with appends and shared locks, such as NFS (not `/Volumes` or `/dbfs`: see
-# MAGIC `docs/cluster.md`); the table could be anywhere Delta writes. Locally a temporary directory.
+# MAGIC `base_dir` holds the log directory (`logs/`), `work_dir` the Delta table and the checkpoint (empty:
+# MAGIC `base_dir`'s `work/`). On Databricks give `base_dir` an object-store URL the cluster can write, such as a
+# MAGIC Unity Catalog external location's cloud URL (`s3://...`, `abfss://...`, `gs://...`), not `/Volumes` or
+# MAGIC `/dbfs` (see `docs/cluster.md`); the table can be anywhere Delta writes: the same bucket, or a volume.
+# MAGIC Empty, `base_dir` is a new temporary directory. `customers` is the number of rows the first commit inserts.
 
 # COMMAND ----------
 
-BASE_DIR = os.environ.get("PYSPARKLOG_NOTEBOOK_DIR") or tempfile.mkdtemp(prefix="pysparklog-delta-to-log-")
+if "dbutils" not in globals():  # outside Databricks: widgets with their defaults or PYSPARKLOG_WIDGET_<NAME>
+    dbutils = LocalDbutils()
+dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
+dbutils.widgets.text("work_dir", "", "Table and checkpoint (default: base_dir/work)")
+dbutils.widgets.text("customers", "20", "Customers")
+
+BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-delta-to-log-")
+WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
+CUSTOMERS = int(dbutils.widgets.get("customers"))
 TOPIC = "customers.changes"
-CUSTOMERS = 20  # customers inserted by the first commit
+if "display" not in globals():  # outside Databricks: prints DataFrames, saves figures in WORK_DIR
+    display = LocalDisplay(WORK_DIR)
 
 # COMMAND ----------
 
@@ -71,12 +92,12 @@ spark.dataSource.register(PySparkLogDataSource)  # also covers a session started
 
 # COMMAND ----------
 
-LOG_DIR = str(fresh_dir(os.path.join(BASE_DIR, "logs")))
-WORK_DIR = str(fresh_dir(os.path.join(BASE_DIR, "work")))
+LOG_DIR = fresh_log_dir(os.path.join(BASE_DIR, "logs"))
+WORK_DIR = fresh_log_dir(WORK_DIR)
 TABLE = os.path.join(WORK_DIR, "customers")
 create_table(spark, TABLE)
 first_changes(spark, TABLE, CUSTOMERS)
-spark.sql(f"DESCRIBE HISTORY delta.`{TABLE}`").select("version", "operation").orderBy("version").show()
+display(spark.sql(f"DESCRIBE HISTORY delta.`{TABLE}`").select("version", "operation").orderBy("version"))
 
 # COMMAND ----------
 
@@ -166,7 +187,7 @@ changes = topic.select(
     "offset",
 )
 per_commit = changes.groupBy("commit_version", "change_type").count().orderBy("commit_version", "change_type")
-per_commit.show()
+display(per_commit)
 
 latest = changes.groupBy("key").agg(
     F.max_by(F.struct("change_type", "value"), F.struct("commit_version", "offset")).alias("last")
@@ -194,7 +215,7 @@ assert latest_commit is not None
 merge_version = latest_commit.version
 assert records[merge_version, "insert"] == NEW_IN_ROUND_2 and records[merge_version, "update_postimage"] == 1
 
-rebuilt.orderBy("id").show(10, truncate=False)
+display(rebuilt.orderBy("id"))
 current_rows = sorted(spark.read.format("delta").load(TABLE).select(*rebuilt.columns).collect())
 assert sorted(rebuilt.collect()) == current_rows, "the table rebuilt from the topic differs from the Delta table"
 print(f"{feed_changes} changes published once each; the topic rebuilds the table's {len(current_rows)} rows")

@@ -17,6 +17,15 @@
 
 # COMMAND ----------
 
+# MAGIC %pip install pysparklog
+
+# COMMAND ----------
+
+if "dbutils" in globals():  # on Databricks: restart Python, so that the notebook imports what %pip installed
+    dbutils.library.restartPython()  # type: ignore[has-type,used-before-def]  # noqa: F821
+
+# COMMAND ----------
+
 import os
 import tempfile
 
@@ -32,7 +41,8 @@ from examples.changelog_table import (
     produce_updates,
     user_updates,
 )
-from examples.common import fresh_dir
+from examples.common import fresh_log_dir
+from examples.notebook_shims import LocalDbutils, LocalDisplay
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
 # COMMAND ----------
@@ -40,15 +50,25 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC %md
 # MAGIC ## Parameters
 # MAGIC
-# MAGIC `BASE_DIR` holds the log directory. On Databricks use a path that every node mounts read-write with working
-# MAGIC locks, such as NFS (not `/Volumes` or `/dbfs`: see `docs/cluster.md`); locally a temporary directory.
+# MAGIC `base_dir` holds the log directory (`logs/`). On Databricks give it an object-store URL the cluster can
+# MAGIC write, such as a Unity Catalog external location's cloud URL (`s3://...`, `abfss://...`, `gs://...`), not
+# MAGIC `/Volumes` or `/dbfs` (see `docs/cluster.md`). Empty, it is a new temporary directory. `users` profiles are
+# MAGIC rewritten `rounds` times.
 
 # COMMAND ----------
 
-BASE_DIR = os.environ.get("PYSPARKLOG_NOTEBOOK_DIR") or tempfile.mkdtemp(prefix="pysparklog-changelog-")
+if "dbutils" not in globals():  # outside Databricks: widgets with their defaults or PYSPARKLOG_WIDGET_<NAME>
+    dbutils = LocalDbutils()
+dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
+dbutils.widgets.text("users", "200", "Users")
+dbutils.widgets.text("rounds", "40", "Rounds of updates")
+
+BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-changelog-")
+USERS = int(dbutils.widgets.get("users"))
+ROUNDS = int(dbutils.widgets.get("rounds"))  # every live user's profile is rewritten each round
 TOPIC = "users"  # the topic of examples/changelog_table.py
-USERS = 200
-ROUNDS = 40  # every live user's profile is rewritten each round
+if "display" not in globals():  # outside Databricks: prints DataFrames (this notebook draws no figure)
+    display = LocalDisplay(BASE_DIR)
 
 # COMMAND ----------
 
@@ -70,7 +90,7 @@ spark.dataSource.register(PySparkLogDataSource)  # also covers a session started
 
 # COMMAND ----------
 
-LOG_DIR = str(fresh_dir(os.path.join(BASE_DIR, "logs")))
+LOG_DIR = fresh_log_dir(os.path.join(BASE_DIR, "logs"))
 print(CONFIGS)
 create_topic(LOG_DIR)
 changes = user_updates(USERS, ROUNDS)
@@ -130,7 +150,7 @@ print(f"before: {before}\nafter:  {after}")
 # COMMAND ----------
 
 table = changelog_table()
-table.orderBy("user").show(10)
+display(table.orderBy("user"))
 table_after = {row.user: row["round"] for row in table.collect()}
 expected = expected_table(changes)
 assert table_before == expected, "the table read before compaction is not the latest state"

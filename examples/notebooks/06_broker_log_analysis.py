@@ -20,6 +20,15 @@
 
 # COMMAND ----------
 
+# MAGIC %pip install pysparklog
+
+# COMMAND ----------
+
+if "dbutils" in globals():  # on Databricks: restart Python, so that the notebook imports what %pip installed
+    dbutils.library.restartPython()  # type: ignore[has-type,used-before-def]  # noqa: F821
+
+# COMMAND ----------
+
 import json
 import os
 import tempfile
@@ -28,6 +37,7 @@ from pyspark.sql import functions as F
 
 from examples.broker_log_analysis import PRINTABLE_KEY, batch_codecs, copy_log_dir, list_partitions
 from examples.common import REPO, fresh_dir
+from examples.notebook_shims import LocalDbutils, LocalDisplay
 from pysparklog import LogDirectory
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
@@ -36,19 +46,29 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC %md
 # MAGIC ## Parameters
 # MAGIC
-# MAGIC `BROKER_LOG_DIR` is the broker's log directory (or a copy of it); it is only read. Locally it defaults to
-# MAGIC the project's fixture, a real KRaft broker's directory kept next to the repository
-# MAGIC (`../shared/fixtures/kafka-broker-logdir`). On Databricks, point it at where the copy is, e.g. a volume:
-# MAGIC copying *from* `/Volumes/...` works, since only the working copy, `BASE_DIR`, must take appends and locks
-# MAGIC (NFS, or the driver's local disk for a single-node cluster: see `docs/cluster.md`).
+# MAGIC `broker_log_dir` is the broker's log directory (or a copy of it); it is only read. Empty, it is the
+# MAGIC project's fixture, a real KRaft broker's directory kept next to the repository
+# MAGIC (`../shared/fixtures/kafka-broker-logdir`). On Databricks, point it at where the copy is, e.g. a volume
+# MAGIC (`/Volumes/...`). The notebook copies it, file by file, to `logs/` in `base_dir`, which must therefore be
+# MAGIC a directory, not an object-store URL, that every node sees at the same path: the driver's local disk on a
+# MAGIC single-node cluster, or a shared filesystem such as NFS (see `docs/cluster.md`). Empty, it is a new
+# MAGIC temporary directory.
+# MAGIC `include_internal`: `false` leaves out the topics Kafka's consumers do not see by default (`__...`).
 
 # COMMAND ----------
 
-BROKER_LOG_DIR = os.environ.get("PYSPARKLOG_BROKER_LOG_DIR") or str(
-    REPO.parent / "shared" / "fixtures" / "kafka-broker-logdir"
-)
-BASE_DIR = os.environ.get("PYSPARKLOG_NOTEBOOK_DIR") or tempfile.mkdtemp(prefix="pysparklog-broker-")
-INCLUDE_INTERNAL = True  # False: only the topics Kafka's consumers see by default
+if "dbutils" not in globals():  # outside Databricks: widgets with their defaults or PYSPARKLOG_WIDGET_<NAME>
+    dbutils = LocalDbutils()
+dbutils.widgets.text("broker_log_dir", "", "Broker log directory")
+dbutils.widgets.text("base_dir", "", "Base directory")
+dbutils.widgets.dropdown("include_internal", "true", ["true", "false"], "Include internal topics")
+
+BROKER_FIXTURE = REPO.parent / "shared" / "fixtures" / "kafka-broker-logdir"
+BROKER_LOG_DIR = dbutils.widgets.get("broker_log_dir") or str(BROKER_FIXTURE)
+BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-broker-")
+INCLUDE_INTERNAL = dbutils.widgets.get("include_internal") == "true"
+if "display" not in globals():  # outside Databricks: prints DataFrames (this notebook draws no figure)
+    display = LocalDisplay(BASE_DIR)
 
 # COMMAND ----------
 
@@ -102,7 +122,7 @@ per_partition = spark.sql("""
     FROM broker_records
     GROUP BY topic, partition
 """)
-per_partition.orderBy("topic", "partition").show(truncate=False)
+display(per_partition.orderBy("topic", "partition"))
 
 # COMMAND ----------
 
@@ -114,26 +134,28 @@ per_partition.orderBy("topic", "partition").show(truncate=False)
 
 # COMMAND ----------
 
-records.groupBy("topic").agg(
+sizes = records.groupBy("topic").agg(
     F.countDistinct("key").alias("distinct_keys"),
     F.sum(F.col("key").isNull().cast("int")).alias("without_key"),
     F.round(F.avg(F.length("key")), 1).alias("avg_key_bytes"),
     F.round(F.avg(F.length("value")), 1).alias("avg_value_bytes"),
     F.max(F.length("value")).alias("max_value_bytes"),
     F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-).orderBy("topic").show(truncate=False)
+)
+display(sizes.orderBy("topic"))
 
 top_keys = records.where("key IS NOT NULL").groupBy("topic", "key").count()
-top_keys.selectExpr(
+ranked = top_keys.selectExpr(
     "topic", f"{PRINTABLE_KEY} AS key", "count", "row_number() OVER (PARTITION BY topic ORDER BY count DESC) AS rank"
-).where("rank <= 3").orderBy("topic", "rank").show(truncate=60)
+)
+display(ranked.where("rank <= 3").orderBy("topic", "rank"))
 
 headers = records.select("topic", F.explode("headers").alias("header"))  # a record without headers has null
 header_keys = headers.groupBy("topic", "header.key").count().orderBy("topic", "key")
 if header_keys.isEmpty():
     print("no record has headers")
 else:
-    header_keys.show(truncate=False)
+    display(header_keys)
 
 # COMMAND ----------
 

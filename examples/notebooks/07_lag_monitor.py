@@ -15,7 +15,16 @@
 # MAGIC    `OffsetsBehindLatestListener` reports Kafka's `offsetsBehindLatest` metrics (min, max, avg over the
 # MAGIC    partitions) from each progress of the query, as Spark's Kafka source reports them.
 # MAGIC
-# MAGIC Both are plotted with matplotlib, shown inline and saved as a PNG.
+# MAGIC Both are plotted with matplotlib and shown with `display`.
+
+# COMMAND ----------
+
+# MAGIC %pip install pysparklog
+
+# COMMAND ----------
+
+if "dbutils" in globals():  # on Databricks: restart Python, so that the notebook imports what %pip installed
+    dbutils.library.restartPython()  # type: ignore[has-type,used-before-def]  # noqa: F821
 
 # COMMAND ----------
 
@@ -25,8 +34,9 @@ import time
 
 import matplotlib.pyplot as plt
 
-from examples.common import fresh_dir
+from examples.common import fresh_log_dir
 from examples.lag_monitor import GROUP, PARTITIONS, TOPIC, create_topic, describe_group, monitor
+from examples.notebook_shims import LocalDbutils, LocalDisplay
 from pysparklog import OffsetStore, TopicPartition
 from pysparklog.datasource_v2 import PySparkLogDataSource
 from pysparklog.spark.lag import OffsetsBehindLatest, OffsetsBehindLatestListener
@@ -36,19 +46,33 @@ from pysparklog.spark.lag import OffsetsBehindLatest, OffsetsBehindLatestListene
 # MAGIC %md
 # MAGIC ## Parameters
 # MAGIC
-# MAGIC `BASE_DIR` holds the log directory, the Spark checkpoint and the plot. On Databricks use a path that every
-# MAGIC node mounts read-write with working locks, such as NFS (not `/Volumes` or `/dbfs`: see `docs/cluster.md`);
-# MAGIC locally a temporary directory. The rates make the consumer half as fast as the producer.
+# MAGIC `base_dir` holds the log directory (`logs/`), `work_dir` the Spark checkpoint (empty: `base_dir`'s `work/`;
+# MAGIC outside Databricks, `display` saves the plot there as a PNG). On Databricks give `base_dir` an object-store
+# MAGIC URL the cluster can write, such as a Unity Catalog external location's cloud URL (`s3://...`,
+# MAGIC `abfss://...`, `gs://...`), not `/Volumes` or `/dbfs` (see `docs/cluster.md`); `work_dir` may be on the same
+# MAGIC bucket or a volume. Empty, `base_dir` is a new temporary directory. The rates (records per second) make the
+# MAGIC consumer half as fast as the producer.
 
 # COMMAND ----------
 
-BASE_DIR = os.environ.get("PYSPARKLOG_NOTEBOOK_DIR") or tempfile.mkdtemp(prefix="pysparklog-lag-")
-PRODUCE_RATE = 400  # records/s
-PRODUCE_SECONDS = 3
-CONSUME_RATE = 200  # records/s
+if "dbutils" not in globals():  # outside Databricks: widgets with their defaults or PYSPARKLOG_WIDGET_<NAME>
+    dbutils = LocalDbutils()
+dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
+dbutils.widgets.text("work_dir", "", "Work directory (default: base_dir/work)")
+dbutils.widgets.text("produce_rate", "400", "Producer records/s")
+dbutils.widgets.text("consume_rate", "200", "Consumer records/s")
+dbutils.widgets.text("produce_seconds", "3", "Producer seconds")
+
+BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-lag-")
+WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
+PRODUCE_RATE = float(dbutils.widgets.get("produce_rate"))
+CONSUME_RATE = float(dbutils.widgets.get("consume_rate"))
+PRODUCE_SECONDS = float(dbutils.widgets.get("produce_seconds"))
 INTERVAL = 0.25  # seconds between lag samples
 SPARK_GROUP = "spark-dashboard"
 MAX_OFFSETS_PER_TRIGGER = 250  # records per micro-batch, over all partitions
+if "display" not in globals():  # outside Databricks: prints DataFrames, saves figures in WORK_DIR
+    display = LocalDisplay(WORK_DIR)
 
 # COMMAND ----------
 
@@ -70,8 +94,8 @@ spark.dataSource.register(PySparkLogDataSource)  # also covers a session started
 
 # COMMAND ----------
 
-LOG_DIR = str(fresh_dir(os.path.join(BASE_DIR, "logs")))
-WORK_DIR = str(fresh_dir(os.path.join(BASE_DIR, "work")))
+LOG_DIR = fresh_log_dir(os.path.join(BASE_DIR, "logs"))
+WORK_DIR = fresh_log_dir(WORK_DIR)
 create_topic(LOG_DIR)
 samples, production_ended = monitor(LOG_DIR, PRODUCE_RATE, PRODUCE_SECONDS, CONSUME_RATE, INTERVAL)
 describe_group(LOG_DIR)
@@ -125,11 +149,11 @@ for position in spark_lag:
 # MAGIC ## The plot
 # MAGIC
 # MAGIC Top: the `dashboard` group's total lag over time, with the producer's end marked. Bottom: how far each of
-# MAGIC the Spark query's micro-batches left it behind the latest offsets.
+# MAGIC the Spark query's micro-batches left it behind the latest offsets. `display(figure)` shows it in the
+# MAGIC notebook on Databricks; elsewhere it saves it as a PNG in the work directory.
 
 # COMMAND ----------
 
-PLOT = os.path.join(WORK_DIR, "lag.png")
 figure, (group_axes, spark_axes) = plt.subplots(2, 1, figsize=(8, 6))
 group_axes.plot([s.seconds for s in samples], [s.lag for s in samples], marker=".", color="tab:red")
 if production_ended is not None:
@@ -145,12 +169,8 @@ spark_axes.legend(loc="upper right")
 for axes in (group_axes, spark_axes):
     axes.grid(alpha=0.3)
 figure.tight_layout()
-figure.savefig(PLOT, dpi=100)
-try:
-    # the notebook's display(), a Databricks and Jupyter built-in mypy cannot see: it renders the figure inline
-    display(figure)  # type: ignore[name-defined]  # noqa: F821
-except NameError:
-    print(f"not in a notebook: the plot is in {PLOT}")
+display(figure)
+plt.close(figure)  # shown once: a notebook front end would also render a figure left open at the cell's end
 
 # COMMAND ----------
 
@@ -168,4 +188,3 @@ print(f"{SPARK_GROUP}: {len(behind)} micro-batches, behind latest {[m.max for m 
 assert peak.lag > 0 and samples[-1].lag == 0, "the group's lag should rise, then fall to 0"
 assert len(behind) > 1 and behind[-1].max == 0, "the Spark query should catch up in several micro-batches"
 assert all(p.lag == 0 for p in spark_lag), "the Spark query's group should have committed the log end offsets"
-assert os.path.getsize(PLOT) > 0
