@@ -37,17 +37,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def running(command: list[str], port: int, log: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """``command`` running (from the repository, its stderr in ``log``) once it listens on ``port`` of
-    loopback; stopped on exit.
+def running(
+    command: list[str], port: int, log: Path | None = None, *, timeout: float = 60, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``command`` running (from the repository, in ``env`` or this process's environment, its stderr in
+    ``log``) once it listens on ``port`` of loopback; stopped on exit.
 
     Raises:
-        ServerError: It exited or did not listen within a minute.
+        ServerError: It exited or did not listen within ``timeout`` seconds.
     """
     with open(log if log is not None else os.devnull, "wb") as stderr:  # the child keeps its own descriptor
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO, env=env)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
