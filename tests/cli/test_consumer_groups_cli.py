@@ -6,13 +6,13 @@ test's log directory. One test runs the command in a new process as people run i
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from pysparklog import LogDirectory
-from pysparklog.cli import consumer_groups
 from pysparklog.cli.consumer_groups import parse_datetime, parse_duration
 from pysparklog.cli.main import main
 from pysparklog.offsets import OffsetStore
@@ -250,7 +250,7 @@ def test_reset_by_duration_goes_back_from_now(
     log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now_ms = TS + 86_400_000 + 3_600_000 + 5  # a day, an hour and 5 ms after the first records
-    monkeypatch.setattr(consumer_groups.time, "time_ns", lambda: now_ms * 1_000_000 + 999_999)
+    monkeypatch.setattr(time, "time_ns", lambda: now_ms * 1_000_000 + 999_999)
     reset = ("--reset-offsets", "--group", "billing", "--topic", "orders", "--dry-run")
     status, out, err = groups(log_dir, capsys, *reset, "--by-duration", "P1DT1H")
     assert (status, err) == (0, "")
