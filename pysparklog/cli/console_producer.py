@@ -8,9 +8,9 @@ headers first, then ``headers.delimiter`` (a tab). The headers are ``key<headers
 or the whole headers equal to ``null.marker`` (none by default) are null (no headers); a header key may not equal
 it. With ``ignore.error=true`` a line without the headers delimiter has no headers, one without the key separator
 no key, and a header pair without its separator a null value, where Kafka's errors would otherwise end the
-command. Records get the time they are appended (CreateTime) and go where
-Kafka's producer would send them (``pysparklog.partitioner``): to ``--partition`` when it is given,
-else to the partition of the key's murmur2 hash, else by uniform sticky partitioning.
+command. Records get the time they are appended (CreateTime) and go where Kafka's producer would send them
+(``pysparklog.partitioner``): to ``--partition`` when it is given, else to the partition of the key's murmur2
+hash, else by uniform sticky partitioning.
 
 Lines are read in blocks and each block is sent with one ``Producer.send_arrow``
 (``pysparklog.producer``), which appends each partition's lines in record batches of at most
@@ -22,14 +22,14 @@ Java's ``BufferedReader.readLine`` ends them; the last one needs no end.
 
 A line without the key separator ends the command with Kafka's message, ``No key separator found
 on line number N: '<line>'`` (and likewise for the headers delimiter and a header pair's separator), once
-the lines before it are appended.
+the lines before it are appended. Ctrl-C appends the complete lines already read and ends the command
+with status 130.
 
 ``--producer-property NAME=VALUE`` (repeatable) sets a producer config (``pysparklog.producer.ProducerConfig``,
 Kafka's names): ``batch.size``, ``linger.ms`` (how long a block of lines waits for more, 1000 by default here as
 in Kafka's tool), ``compression.type`` (unless ``--compression-codec``), ``client.id`` (``console-producer``),
 ``enable.idempotence``, ``acks``... The broker connection's configs (``bootstrap.servers``, ``security.protocol``,
-``sasl.*``, ``ssl.*``...) are accepted and ignored with a warning. Ctrl-C appends the complete
-lines already read and ends the command with status 130.
+``sasl.*``, ``ssl.*``...) are accepted and ignored with a warning.
 
 Where Kafka's tool differs:
 
