@@ -220,6 +220,8 @@ def _config(args: argparse.Namespace, formatter: _Formatter) -> ConsumerConfig:
         "auto.offset.reset": reset or (AutoOffsetReset.EARLIEST if args.from_beginning else AutoOffsetReset.LATEST),
         "include.headers": formatter.print_headers,  # decoding headers costs; only for printing them
     }
+    if groups:
+        properties["group.id"] = groups.pop()
     if args.isolation_level is not None:
         properties["isolation.level"] = args.isolation_level
     return ConsumerConfig.from_properties(properties)
