@@ -2,8 +2,8 @@
 
 Decode is what ``PartitionLog.read_arrow`` does per chunk (scan, CRC verification, decode to
 pyarrow); encode is ``encode_arrow``. kafka-python's ``MemoryRecords`` iterates the same bytes as
-the baseline, on a prefix since it is slow. For zstd, the codec alone on the same batches shows
-how much of the time is the compression library's.
+the baseline, on a prefix since it is slow. Each codec alone on the same batches shows how much of
+a compressed variant's time is the compression library's.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 
@@ -142,22 +143,33 @@ def run_variant(table: pa.Table, variant: Variant, repeats: int) -> list[Result]
     ]
 
 
-def _each(codec_function: Callable[[Codec, memoryview], bytes], sections: list[memoryview]) -> None:
-    """Apply zstd to every section, dropping each result as the engine does once it has copied it."""
+CODECS = (Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD)
+
+
+def _each(codec_function: Callable[[Codec, memoryview], bytes], codec: Codec, sections: list[memoryview]) -> None:
+    """Apply ``codec`` to every section, dropping each result as the engine does once it has copied it."""
     for section in sections:
-        codec_function(Codec.ZSTD, section)
+        codec_function(codec, section)
 
 
-def run_codec_alone(table: pa.Table, repeats: int) -> list[Result]:
-    """zstd on the very batches of the zstd variant, without the engine: the ceiling of its rows."""
+def run_codecs_alone(table: pa.Table, repeats: int) -> list[Result]:
+    """Each codec on the records sections of the 1 MiB batches, without the engine: the ceiling of a compressed
+    variant's rows."""
     plain = records_sections(list(arrow_records.encode_arrow(table, UNCOMPRESSED.settings)))
-    packed = records_sections(list(arrow_records.encode_arrow(table, ZSTD.settings)))
-    compress_time = measure(lambda: _each(compress, plain), max(3, repeats // 2))
-    decompress_time = measure(lambda: _each(decompress, packed), repeats)
-    return [
-        Result("zstd alone: decompressing those batches (the ceiling)", rate_figure(decompress_time, RECORDS)),
-        Result("zstd alone: compressing them at Kafka's level 3 (the ceiling)", rate_figure(compress_time, RECORDS)),
-    ]
+    results = []
+    for codec in CODECS:
+        settings = BatchSettings(codec=codec, max_batch_bytes=UNCOMPRESSED.settings.max_batch_bytes)
+        packed = records_sections(list(arrow_records.encode_arrow(table, settings)))
+        compress_time = measure(partial(_each, compress, codec, plain), max(3, repeats // 2))
+        decompress_time = measure(partial(_each, decompress, codec, packed), repeats)
+        results += [
+            Result(f"{codec.kafka_name} alone: decompressing those batches", rate_figure(decompress_time, RECORDS)),
+            Result(
+                f"{codec.kafka_name} alone: compressing them at Kafka's default level",
+                rate_figure(compress_time, RECORDS),
+            ),
+        ]
+    return results
 
 
 def run_slow_consumer(table: pa.Table, repeats: int) -> list[Result]:
@@ -180,7 +192,7 @@ def run(table: pa.Table | None = None, *, repeats: int = 7) -> list[Result]:
     for variant in VARIANTS:
         results += run_variant(table, variant, repeats)
         if variant is ZSTD:
-            results += run_codec_alone(table, repeats)
+            results += run_codecs_alone(table, repeats)
     return results + run_slow_consumer(table, max(3, repeats // 2))
 
 

@@ -423,7 +423,7 @@ class ConsumerGroupListing:
     state: str
 
 
-ResetKind = Literal["earliest", "latest", "offset", "datetime", "shift"]
+ResetKind = Literal["earliest", "latest", "offset", "datetime", "shift", "current"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +445,11 @@ class ResetStrategy:
     def to_latest(cls) -> ResetStrategy:
         """To each partition's log end offset."""
         return cls("latest")
+
+    @classmethod
+    def to_current(cls) -> ResetStrategy:
+        """To each partition's committed offset as it is; the log end offset for a partition without one."""
+        return cls("current")
 
     @classmethod
     def to_offset(cls, offset: int) -> ResetStrategy:
@@ -1004,6 +1009,8 @@ def _reset_offset(
         return start
     if strategy.kind == "latest":
         return end
+    if strategy.kind == "current":
+        return end if committed is None else committed.offset
     if strategy.kind == "datetime":
         found = log.offset_for_timestamp(strategy.value)
         if found is None:

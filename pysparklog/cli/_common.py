@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import time
 from types import FrameType, TracebackType
@@ -13,6 +14,8 @@ from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
 
 LOG_DIR_ENV = "PYSPARKLOG_LOG_DIR"
+#: Kafka's ``Topic.isInternal``: what ``--exclude-internal`` and ``--exclude-internal-topics`` leave out.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 #: The longest ``StopSignals.wait`` sleeps before it looks at the flag again.
 _STOP_CHECK_S = 0.05
 
@@ -46,6 +49,21 @@ def open_log_dir(path: str) -> LogDirectory:
     if not storage.is_directory(storage.root):
         raise InvalidLogDirectoryError(f"log directory {path} does not exist or is not a directory")
     return LogDirectory(storage)
+
+
+def topic_filter(raw: str) -> re.Pattern[str]:
+    """Kafka's topic filter (``TopicFilter.IncludeList``), matched against whole topic names: trimmed, commas as
+    alternatives, no spaces, outer quotes dropped; a Python regular expression where Kafka's is Java's.
+
+    Raises:
+        UsageError: Not a regular expression.
+    """
+    regex = raw.strip().replace(",", "|").replace(" ", "")
+    regex = re.sub(r"""^["']+|["']+$""", "", regex)
+    try:
+        return re.compile(regex)
+    except re.error:
+        raise UsageError(f"{regex} is an invalid regex.") from None
 
 
 def topic_partitions(logs: LogDirectory) -> list[tuple[str, int]]:

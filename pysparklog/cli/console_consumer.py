@@ -1,13 +1,17 @@
 """``pysparklog console-consumer``: Kafka's ``kafka-console-consumer.sh``, printing the records of a topic.
 
-It reads every partition of ``--topic``, or ``--partition`` alone, from the log end (new records only)
+It reads every partition of ``--topic`` (or of each topic ``--include``, Kafka's topic filter, matches: a
+regular expression of whole names, commas separating alternatives, internal topics left out), or ``--partition``
+alone, from the log end (new records only)
 unless ``--from-beginning`` or ``--offset`` (with ``--partition``: a number, ``earliest`` or
 ``latest``) says otherwise, and prints each record as Kafka's ``DefaultMessageFormatter`` does: the
 value alone by default; with the ``print.*`` properties, the fields in this order::
 
-    CreateTime:1700000000000<TAB>Partition:0<TAB>Offset:5<TAB>key<TAB>value
+    CreateTime:1700000000000<TAB>Partition:0<TAB>Offset:5<TAB>h1:v1,h2:v2<TAB>key<TAB>value
 
-each followed by ``key.separator`` (a tab), the last by ``line.separator`` (a newline). The timestamp
+each followed by ``key.separator`` (a tab), the last by ``line.separator`` (a newline). The headers
+(``print.headers``) are ``key:value`` pairs separated by ``headers.separator`` (``,``), a null value printed as
+``null.literal``, or ``NO_HEADERS`` for a record without any. The timestamp
 is ``LogAppendTime:<ms>`` for a broker-stamped record and ``NO_TIMESTAMP`` for a legacy one without
 a timestamp; a null key or value prints as ``null.literal`` (``null``). Keys and values are printed
 as their bytes. A start offset outside the log is reset as Kafka's ``auto.offset.reset`` resets it:
@@ -26,6 +30,12 @@ committed offset (``--from-beginning`` only matters for partitions without one, 
 exits, so the next run of the group goes on where this one stopped. ``--partition`` and
 ``--offset`` cannot be combined with it.
 
+``--consumer-property NAME=VALUE`` (repeatable) sets a consumer config (``pysparklog.consumer.ConsumerConfig``,
+Kafka's names) as Kafka's tool does: ``group.id`` is ``--group`` (the two must agree), ``auto.offset.reset`` may
+not contradict ``--from-beginning``, ``--isolation-level`` wins over ``isolation.level``, ``client.id`` is
+``console-consumer`` unless given. The broker connection's configs (``bootstrap.servers``, ``security.protocol``,
+``sasl.*``, ``ssl.*``...) are accepted and ignored with a warning.
+
 Where Kafka's tool differs:
 
 * ``--log-dir`` (default ``$PYSPARKLOG_LOG_DIR``) replaces ``--bootstrap-server``, and the topic must
@@ -33,10 +43,12 @@ Where Kafka's tool differs:
   random ``console-consumer-NNNNN`` group instead), and partitions added to the topic while it runs
   are not read.
 * The formatter properties are ``print.timestamp``, ``print.partition``, ``print.offset``,
-  ``print.key``, ``print.value``, ``key.separator``, ``line.separator`` and ``null.literal``;
-  ``print.headers``, ``print.delivery`` and the deserializers are refused, as are unknown names,
-  which Kafka ignores. ``--property`` and ``--formatter-property`` (Kafka 4.2's new name for it) are
-  the same option here.
+  ``print.headers``, ``print.key``, ``print.value``, ``key.separator``, ``line.separator``,
+  ``headers.separator`` and ``null.literal``; ``print.delivery``, ``print.epoch`` and the deserializers
+  (``headers.deserializer``...: bytes are printed as they are) are refused, as are unknown names, which Kafka
+  ignores. ``--property`` and ``--formatter-property`` (Kafka 4.2's new name for it) are the same option here.
+* ``--include`` is a Python regular expression where Kafka's is Java's (they agree on the usual constructs);
+  without ``--group`` its topics are those matching when the command starts.
 * Reaching ``--timeout-ms`` is not reported as an error on stderr; the status is 0 in both tools.
 * A reader of stdout that went away (``| head``) ends it, after Kafka's ``Unable to write to standard out,
   closing consumer.`` and the count, with status 1 (Kafka's tool ends with 0).
@@ -48,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import time
@@ -58,10 +71,24 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pysparklog.cli._common import StopSignals, UsageError, add_log_dir_argument, open_log_dir
-from pysparklog.cli._console import add_property_argument, is_true, parse_properties
+from pysparklog.cli._common import (
+    INTERNAL_TOPICS,
+    StopSignals,
+    UsageError,
+    add_log_dir_argument,
+    open_log_dir,
+    topic_filter,
+)
+from pysparklog.cli._console import (
+    add_client_property_argument,
+    add_property_argument,
+    client_properties,
+    is_true,
+    parse_properties,
+)
 from pysparklog.cli.main import EXIT_INTERRUPTED
 from pysparklog.consumer import AutoOffsetReset, Consumer, ConsumerConfig
+from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pysparklog.storage.records.arrow_records import binary_buffers
 from pysparklog.storage.records.default_records import TimestampType
@@ -76,10 +103,12 @@ _FORMATTER_PROPERTIES: Mapping[str, str] = {
     "print.timestamp": "true to print CreateTime:<ms> first (default false)",
     "print.partition": "true to print Partition:<p> (default false)",
     "print.offset": "true to print Offset:<o> (default false)",
+    "print.headers": "true to print the headers, h1:v1,h2:v2, or NO_HEADERS (default false)",
     "print.key": "true to print the key (default false)",
     "print.value": "false to leave the value out (default true)",
     "key.separator": "what follows each field but the last (default a tab)",
     "line.separator": "what follows the last field (default a newline)",
+    "headers.separator": "what separates two headers (default ,)",
     "null.literal": "what a null key or value prints as (default null)",
 }
 
@@ -93,7 +122,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Kafka's kafka-console-consumer.sh (DefaultMessageFormatter).",
     )
     add_log_dir_argument(parser)
-    parser.add_argument("--topic", required=True, help="the topic to read; it must exist")
+    topics = parser.add_mutually_exclusive_group(required=True)
+    topics.add_argument("--topic", help="the topic to read; it must exist")
+    topics.add_argument(
+        "--include",
+        metavar="REGEX",
+        help="read the topics this regular expression matches (whole names; commas separate alternatives), "
+        "internal topics left out",
+    )
     parser.add_argument(
         "--partition", type=_non_negative, metavar="P", help="read partition P only, from its end unless --offset"
     )
@@ -115,11 +151,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--isolation-level",
         choices=(READ_UNCOMMITTED, READ_COMMITTED),
-        default=READ_UNCOMMITTED,
         help="read_committed: only records of committed transactions, up to the last stable offset "
         "(default: read_uncommitted, all records)",
     )
     add_property_argument(parser, "--property", "--formatter-property", accepted=_FORMATTER_PROPERTIES)
+    add_client_property_argument(parser, "--consumer-property", "consumer")
     parser.set_defaults(run=run)
 
 
@@ -153,27 +189,64 @@ def _start_offset(args: argparse.Namespace) -> int:
     return int(args.offset)
 
 
+def _config(args: argparse.Namespace, formatter: _Formatter) -> ConsumerConfig:
+    """The consumer's config as Kafka's ``ConsoleConsumerOptions`` builds it: ``--consumer-property`` over the
+    console consumer's defaults, then its options.
+
+    Raises:
+        UsageError: ``--group`` and ``group.id`` disagree, ``auto.offset.reset`` contradicts ``--from-beginning``,
+            or a group with ``--partition``.
+    """
+    given = client_properties(args.consumer_property, "consumer")
+    groups = {group for group in (args.group, given.get("group.id")) if group is not None}
+    if len(groups) > 1:
+        raise UsageError(
+            "The group ids provided in different places (directly using '--group', via '--consumer-property') do "
+            f"not match. Detected group ids: {', '.join(repr(group) for group in sorted(groups))}"
+        )
+    if groups and args.partition is not None:
+        raise UsageError("Options group and partition cannot be specified together.")
+    reset = given.get("auto.offset.reset")
+    if reset is not None and args.from_beginning and reset != AutoOffsetReset.EARLIEST:
+        raise UsageError(
+            f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset}', please remove one option"
+        )
+    properties: dict[str, object] = {
+        "client.id": "console-consumer",
+        "max.poll.records": _MAX_POLL_RECORDS,
+        "max.partition.fetch.bytes": FETCH_BYTES,
+        "isolation.level": READ_UNCOMMITTED,
+        **given,
+        "auto.offset.reset": reset or (AutoOffsetReset.EARLIEST if args.from_beginning else AutoOffsetReset.LATEST),
+        "include.headers": formatter.print_headers,  # decoding headers costs; only for printing them
+    }
+    if groups:
+        properties["group.id"] = groups.pop()
+    if args.isolation_level is not None:
+        properties["isolation.level"] = args.isolation_level
+    return ConsumerConfig.from_properties(properties)
+
+
 def run(args: argparse.Namespace) -> int:
     formatter = _Formatter.from_properties(parse_properties(args.property, _FORMATTER_PROPERTIES))
+    if args.partition is not None and args.topic is None:
+        raise UsageError("The topic is required when partition is specified.")
     start = _start_offset(args)
-    if args.group is not None and args.partition is not None:
-        raise UsageError("Options group and partition cannot be specified together.")
+    config = _config(args, formatter)
     logs = open_log_dir(args.log_dir)
-    count = logs.topics.get(args.topic).partitions
-    config = ConsumerConfig(
-        group_id=args.group,
-        client_id="console-consumer",
-        auto_offset_reset=AutoOffsetReset.EARLIEST if args.from_beginning else AutoOffsetReset.LATEST,
-        max_poll_records=_MAX_POLL_RECORDS,
-        max_partition_fetch_bytes=FETCH_BYTES,
-        isolation_level=args.isolation_level,
-    )
     consumer = Consumer(logs, config)
-    if args.group is not None:
-        consumer.subscribe([args.topic])
+    include = None if args.include is None else topic_filter(args.include)
+    if config.group_id is not None:
+        if include is None:
+            consumer.subscribe([args.topic])
+        else:
+            consumer.subscribe(pattern=include.pattern)
     else:
+        topics = [args.topic] if include is None else _included(logs, include, config.exclude_internal_topics)
         partitions = [
-            TopicPartition(args.topic, p) for p in (range(count) if args.partition is None else [args.partition])
+            TopicPartition(topic, p)
+            for topic in topics
+            for p in (range(logs.topics.get(topic).partitions) if args.partition is None else [args.partition])
         ]
         consumer.assign(partitions)
         _seek(consumer, partitions, start)
@@ -191,6 +264,15 @@ def run(args: argparse.Namespace) -> int:
         consumer.close()
         print(f"Processed a total of {printed.records} messages", file=sys.stderr)
     return EXIT_INTERRUPTED if interrupted.requested else 0
+
+
+def _included(logs: LogDirectory, include: re.Pattern[str], exclude_internal: bool) -> list[str]:
+    """The topics ``--include`` matches now, as a consumer's pattern subscription matches them."""
+    return [
+        name
+        for name in logs.topics.names()
+        if include.fullmatch(name) and not (exclude_internal and name in INTERNAL_TOPICS)
+    ]
 
 
 @dataclass(slots=True)
@@ -247,10 +329,12 @@ class _Formatter:
     print_timestamp: bool = False
     print_partition: bool = False
     print_offset: bool = False
+    print_headers: bool = False
     print_key: bool = False
     print_value: bool = True
     key_separator: bytes = b"\t"
     line_separator: bytes = b"\n"
+    headers_separator: bytes = b","
     null_literal: bytes = b"null"
 
     @classmethod
@@ -271,6 +355,8 @@ class _Formatter:
             fields.append(_labelled(b"Partition:", batch.column("partition")))
         if self.print_offset:
             fields.append(_labelled(b"Offset:", batch.column("offset")))
+        if self.print_headers:
+            fields.append(self._headers(batch.column("headers")))
         if self.print_key:
             fields.append(batch.column("key").fill_null(self.null_literal))
         if self.print_value:
@@ -281,6 +367,17 @@ class _Formatter:
         lines = pc.binary_join_element_wise(joined, b"", self.line_separator)
         offsets, _valid, data = binary_buffers(lines, "lines")
         return data[offsets[0] : offsets[-1]].data
+
+    def _headers(self, headers: pa.ListArray) -> pa.Array:
+        """``key:value`` pairs joined by ``headers.separator``, a null value as ``null.literal``; ``NO_HEADERS``
+        for a record without headers."""
+        entries = headers.values  # every entry of the column, which a slice's offsets index into
+        keys = pc.struct_field(entries, "key").cast(pa.binary())
+        values = pc.struct_field(entries, "value").fill_null(self.null_literal)
+        pairs = pc.binary_join_element_wise(keys, values, b":")
+        joined = pc.binary_join(pa.ListArray.from_arrays(headers.offsets, pairs), self.headers_separator)
+        none = pc.equal(pc.list_value_length(headers).fill_null(0), 0)
+        return pc.if_else(none, b"NO_HEADERS", joined)
 
 
 def _labelled(label: bytes | pa.Array, numbers: pa.Array) -> pa.Array:

@@ -5,8 +5,10 @@ state and live members are its membership (``pysparklog.offsets._membership``). 
 
     --list [--state [STATES]]
     --describe (--group G ... | --all-groups) [--members [--verbose] | --offsets | --state]
-    --reset-offsets (--group G ... | --all-groups) (--topic T[:P,P...] ... | --all-topics)
-        (--to-earliest | --to-latest | --to-offset N | --to-datetime DATETIME | --shift-by N) [--dry-run | --execute]
+    --reset-offsets (--group G ... | --all-groups) [--dry-run | --execute]
+        (--topic T[:P,P...] ... | --all-topics) (--to-earliest | --to-latest | --to-current | --to-offset N
+            | --to-datetime DATETIME | --by-duration DURATION | --shift-by N)
+        | --from-file FILE
     --delete (--group G ... | --all-groups)
     --delete-offsets --group G --topic T[:P,P...] ...
 
@@ -16,8 +18,12 @@ unknown: no committed offset, no member), a reset prints the ``GROUP TOPIC PARTI
 with active members is refused a reset (``Assignments can only be reset if the group 'G' is inactive, but the
 current state is Stable.``) or a deletion. Without ``--execute`` a reset is a dry run, after Kafka's warning.
 ``--to-datetime`` takes Kafka's ``yyyy-MM-ddTHH:mm:SS.sss`` with an optional zone (``Z``, ``+hh``, ``+hhmm``,
-``+hh:mm``; UTC without one); ``--to-offset`` and ``--shift-by`` are moved into [log start, log end] as Kafka
-moves them, and ``--to-datetime`` falls back to the log end for a partition with no record at or after it.
+``+hh:mm``; UTC without one), ``--by-duration`` an ISO-8601 duration (``PnDTnHnMn.nS``, Java's ``Duration.parse``)
+back from now; both fall back to the log end for a partition with no record at or after the time. ``--to-current``
+keeps each committed offset (the log end for a partition without one). ``--from-file`` reads the offsets from
+Kafka's CSV (``topic,partition,offset`` lines for one ``--group``, ``group,topic,partition,offset`` lines
+otherwise, as ``--export`` writes them); those, ``--to-offset`` and ``--shift-by`` are moved into [log start, log
+end] as Kafka moves them.
 
 Where Kafka's tool differs:
 
@@ -31,17 +37,24 @@ Where Kafka's tool differs:
   first in ``--describe``.
 * ``--state``'s ``COORDINATOR (ID)`` column shows ``-``: there is no coordinator broker.
 * ``--members --verbose`` shows each topic's partitions as ``topic(0,1)``.
-* ``--from-file``, ``--export``, ``--to-current``, ``--by-duration`` and ``--type`` are not supported, and
-  ``--all-topics`` with ``--topic`` is refused (Kafka's tool ignores ``--topic`` then).
+* ``--export`` and ``--type`` are not supported, and ``--all-topics`` with ``--topic`` is refused (Kafka's tool
+  ignores ``--topic`` then), as are ``--topic`` and ``--all-topics`` with ``--from-file`` (which Kafka's tool
+  ignores: the file names the partitions).
+* ``--from-file`` refuses a malformed line, naming it, and a ``--group`` the file has no line for; Kafka's tool
+  fails with Jackson's message on the first and resets nothing for that group on the second. With
+  ``--all-groups``, a group the file does not name is left alone with a warning.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import re
 import sys
+import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir
 from pysparklog.errors import GroupIdNotFoundError, GroupNotEmptyError, PySparkLogError
@@ -52,7 +65,16 @@ from pysparklog.structs import TopicPartition
 
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
 ACTIONS = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
-SCENARIOS = ("to-offset", "to-datetime", "to-earliest", "to-latest", "shift-by")
+SCENARIOS = (
+    "to-offset",
+    "to-datetime",
+    "by-duration",
+    "to-earliest",
+    "to-latest",
+    "to-current",
+    "shift-by",
+    "from-file",
+)
 # ConsumerGroupState's names (but UNKNOWN), as --list --state accepts them.
 STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
@@ -74,13 +96,29 @@ _AVAILABLE_WITH = {
     "verbose": ("describe",),
     "state": ("describe", "list"),
 }
-_DATETIME = re.compile(
-    r"(?P<date>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\.(?P<ms>\d{3})"
-    r"(?:(?P<utc>Z)|(?P<sign>[+-])(?P<hh>\d{2})(?::?(?P<mm>\d{2}))?)?"
-)
+#: Kafka's form of a date and time (``Utils.getDateTime``), which ``datetime.fromisoformat`` reads once its zone is
+#: written ``+hh:mm``: it reads more forms than Kafka, and before Python 3.11 no ``Z``, ``+hh`` or ``+hhmm``.
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(?P<zone>Z|[+-]\d{2}(?::?\d{2})?)?", re.ASCII)
 _DATETIME_ACCEPTED = (
     "yyyy-MM-ddTHH:mm:SS.sss, optionally followed by Z, +hh, +hhmm or +hh:mm (UTC when no zone is given)"
 )
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
+#: Java's ``Duration.parse``: days, hours, minutes and seconds (with up to 9 decimals), each signed, in any case.
+_DURATION = re.compile(
+    r"(?P<sign>[-+]?)P(?:(?P<days>[-+]?\d+)D)?"
+    r"(?P<time>T(?:(?P<hours>[-+]?\d+)H)?(?:(?P<minutes>[-+]?\d+)M)?(?:(?P<seconds>[-+]?\d+)(?:[.,](?P<nanos>\d{0,9}))?S)?)?",
+    re.ASCII | re.IGNORECASE,
+)
+_DURATION_ACCEPTED = (
+    "an ISO-8601 duration PnDTnHnMn.nS, as PT15M, PT6H, P1D, P1DT12H or PT0.5S (Java's Duration.parse; "
+    "negative: after now)"
+)
+#: ``--from-file``'s lines (Kafka's ``CsvUtils``): for one ``--group``, and with the group first.
+_CSV_FIELDS = ("topic", "partition", "offset")
+_CSV_GROUP_FIELDS = ("group", *_CSV_FIELDS)
+_INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
+_INT_MAX = 2**31 - 1
 
 
 def _option(name: str) -> str:
@@ -156,7 +194,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--to-datetime", metavar="DATETIME", help=f"reset to the first record at or after it: {_DATETIME_ACCEPTED}"
     )
     scenarios.add_argument(
+        "--by-duration",
+        metavar="DURATION",
+        help=f"reset to the first record at or after now - DURATION: {_DURATION_ACCEPTED}",
+    )
+    scenarios.add_argument(
+        "--to-current", action="store_true", help="keep the committed offsets (the log end where there is none)"
+    )
+    scenarios.add_argument(
         "--shift-by", type=_long("shift-by"), metavar="N", help="shift the committed offset by N (may be negative)"
+    )
+    scenarios.add_argument(
+        "--from-file",
+        metavar="FILE",
+        help="reset to the offsets of a CSV file: topic,partition,offset lines for one --group, "
+        "group,topic,partition,offset lines otherwise (what Kafka's --export writes)",
     )
     parser.add_argument("--dry-run", action="store_true", help="only show the offsets a reset would commit")
     parser.add_argument("--execute", action="store_true", help="commit the reset offsets")
@@ -235,7 +287,8 @@ def check_options(args: argparse.Namespace) -> str:
                 f"[{', '.join(_option(s) for s in SCENARIOS)}]"
             )
         _conflict(args, "all-topics", ["topic"])
-        if not args.topic and not args.all_topics:
+        _conflict(args, "from-file", ["topic", "all-topics"])
+        if not args.topic and not args.all_topics and not args.from_file:
             raise UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
     _conflict(args, "group", ["all-groups", "list"])
     _conflict(args, "topic", ["list", "describe"])
@@ -246,7 +299,7 @@ def parse_datetime(value: str) -> int:
     """Kafka's ``Utils.getDateTime``: milliseconds since the epoch of ``yyyy-MM-ddTHH:mm:SS.sss[zone]``.
 
     Raises:
-        UsageError: Another format, or a date or time that does not exist.
+        UsageError: Another format, or a date, time or zone that does not exist.
     """
     if "T" not in value:
         raise UsageError(
@@ -257,14 +310,33 @@ def parse_datetime(value: str) -> int:
     try:
         if match is None:
             raise ValueError(value)
-        zone = UTC
-        if match["sign"]:
-            sign = 1 if match["sign"] == "+" else -1
-            zone = timezone(sign * timedelta(hours=int(match["hh"]), minutes=int(match["mm"] or 0)))
-        moment = datetime.strptime(match["date"], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=zone)
+        zone = match["zone"] or "Z"
+        offset = "+00:00" if zone == "Z" else f"{zone[:3]}:{zone[-2:] if len(zone) > 3 else '00'}"
+        moment = datetime.fromisoformat(value[: len(value) - len(match["zone"] or "")] + offset)
     except ValueError:
         raise UsageError(f'Unparseable date: "{value}"; accepted: {_DATETIME_ACCEPTED}') from None
-    return int(moment.timestamp()) * 1000 + int(match["ms"])
+    return (moment - _EPOCH) // _MILLISECOND
+
+
+def parse_duration(value: str) -> int:
+    """Java's ``Duration.parse`` of ``PnDTnHnMn.nS``, in nanoseconds (negative for a negative duration).
+
+    Raises:
+        UsageError: Another format, or more seconds than a Java long holds.
+    """
+    match = _DURATION.fullmatch(value)
+    units = (match["days"], match["hours"], match["minutes"], match["seconds"]) if match else ()
+    if match is None or match["time"] in ("T", "t") or not any(units):
+        raise UsageError(f"Text cannot be parsed to a Duration: {value!r}; accepted: {_DURATION_ACCEPTED}")
+    days, hours, minutes, seconds = (int(unit or 0) for unit in units)
+    total_seconds = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if abs(total_seconds) > LONG_MAX:
+        raise UsageError(
+            f"Text cannot be parsed to a Duration: {value!r} is out of range; accepted: {_DURATION_ACCEPTED}"
+        )
+    fraction = int((match["nanos"] or "0").ljust(9, "0"))
+    nanos = total_seconds * 10**9 + (-fraction if (match["seconds"] or "").startswith("-") else fraction)
+    return -nanos if match["sign"] == "-" else nanos
 
 
 def _strategy(args: argparse.Namespace) -> ResetStrategy:
@@ -272,11 +344,59 @@ def _strategy(args: argparse.Namespace) -> ResetStrategy:
         return ResetStrategy.to_earliest()
     if args.to_latest:
         return ResetStrategy.to_latest()
+    if args.to_current:
+        return ResetStrategy.to_current()
     if args.to_offset is not None:
         return ResetStrategy.to_offset(args.to_offset)
     if args.to_datetime is not None:
         return ResetStrategy.to_datetime(parse_datetime(args.to_datetime))
+    if args.by_duration is not None:
+        # Kafka's now minus the duration, in milliseconds; before the epoch every record is after it.
+        timestamp = (time.time_ns() - parse_duration(args.by_duration)) // 1_000_000
+        return ResetStrategy.to_datetime(min(max(timestamp, 0), LONG_MAX))
     return ResetStrategy.shift_by(args.shift_by)
+
+
+def read_reset_file(path: str, single_group: str | None) -> dict[str, dict[TopicPartition, int]]:
+    """The offsets of ``--from-file``, per group: Kafka's CSV, ``topic,partition,offset`` lines for ``single_group``
+    (the one ``--group``) unless its first line has four fields, ``group,topic,partition,offset`` lines
+    otherwise. Blank lines are skipped; a partition given twice gets its last offset.
+
+    Raises:
+        UsageError: A line that is not such a line, naming it.
+        OSError: The file cannot be read.
+    """
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    rows = [(number, row) for number, row in enumerate(csv.reader(lines), 1) if row]
+    group_first = single_group is None or (bool(rows) and len(rows[0][1]) == len(_CSV_GROUP_FIELDS))
+    fields = _CSV_GROUP_FIELDS if group_first else _CSV_FIELDS
+    plans: dict[str, dict[TopicPartition, int]] = {}
+    for number, row in rows:
+        where = f"line {number} of {path}"
+        if len(row) != len(fields):
+            raise UsageError(f"{where} has {len(row)} fields: {lines[number - 1]!r}; accepted: {','.join(fields)}")
+        record = dict(zip(fields, row, strict=True))
+        group = record.get("group", single_group)
+        assert group is not None
+        partition, offset = record["partition"], record["offset"]
+        if not _INTEGER.fullmatch(partition) or not 0 <= int(partition) <= _INT_MAX:
+            raise UsageError(f"{where} has partition {partition!r}; accepted: an integer from 0 to {_INT_MAX}")
+        if not _INTEGER.fullmatch(offset) or not -LONG_MAX - 1 <= int(offset) <= LONG_MAX:
+            raise UsageError(f"{where} has offset {offset!r}; accepted: an integer (a Java long)")
+        plans.setdefault(group, {})[TopicPartition(record["topic"], int(partition))] = int(offset)
+    return plans
+
+
+def _plan_from_file(store: OffsetStore, group_id: str, offsets: dict[TopicPartition, int]) -> ResetPlan:
+    """The reset plan of the offsets a file gives a group, each moved into its log's range as ``--to-offset`` is."""
+    by_offset: dict[int, list[TopicPartition]] = {}
+    for tp, offset in offsets.items():
+        by_offset.setdefault(offset, []).append(tp)
+    plans = [
+        store.plan_reset(group_id, tps, ResetStrategy.to_offset(offset)) for offset, tps in sorted(by_offset.items())
+    ]
+    merged = dict(sorted(item for plan in plans for item in plan.offsets.items()))
+    return ResetPlan(group_id, merged, tuple(warning for plan in plans for warning in plan.warnings))
 
 
 def parse_topics(store: OffsetStore, specs: Sequence[str]) -> list[TopicPartition]:
@@ -456,15 +576,24 @@ def _describe(store: OffsetStore, args: argparse.Namespace) -> int:
 
 
 def _reset(store: OffsetStore, args: argparse.Namespace) -> int:
-    strategy = _strategy(args)
+    strategy = None if args.from_file else _strategy(args)
     if not args.dry_run and not args.execute:
         print(NO_EXECUTE_WARNING, file=sys.stderr)
     groups = _groups(store, args)
-    explicit = None if args.all_topics else parse_topics(store, args.topic)
     plans = []
-    for group_id in groups:
-        partitions = store.committed(group_id).keys() if explicit is None else explicit
-        plans.append(store.plan_reset(group_id, partitions, strategy))
+    if strategy is None:
+        from_file = read_reset_file(args.from_file, args.group[0] if args.group and len(groups) == 1 else None)
+        unnamed = [group_id for group_id in groups if group_id not in from_file]
+        if unnamed and not args.all_groups:
+            raise UsageError(f"No reset plan for group {', '.join(unnamed)} found in {args.from_file}")
+        for group_id in unnamed:
+            print(f"WARN: No reset plan for group {group_id} found", file=sys.stderr)
+        plans = [_plan_from_file(store, group_id, from_file[group_id]) for group_id in groups if group_id in from_file]
+    else:
+        explicit = None if args.all_topics else parse_topics(store, args.topic)
+        for group_id in groups:
+            partitions = store.committed(group_id).keys() if explicit is None else explicit
+            plans.append(store.plan_reset(group_id, partitions, strategy))
     for plan in plans:
         for warning in plan.warnings:
             print(f"WARN: {warning}", file=sys.stderr)

@@ -37,7 +37,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir, topic_partitions
+from pysparklog.cli._common import (
+    INTERNAL_TOPICS,
+    UsageError,
+    add_log_dir_argument,
+    open_log_dir,
+    topic_filter,
+    topic_partitions,
+)
 from pysparklog.errors import PySparkLogError
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.log import PartitionLog
@@ -58,8 +65,6 @@ _TIME_HELP = (
     "-1 or latest / -2 or earliest / -3 or max-timestamp / -4 or earliest-local / -5 or latest-tiered / "
     "-6 or earliest-pending-upload"
 )
-# Kafka's Topic.isInternal: what --exclude-internal-topics leaves out.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # One --topic-partitions rule: an optional topic regex, then ':' and a partition, a range or nothing.
 _RULE = re.compile(r"(?P<topic>[^:,]*)(?::(?:(?P<one>[0-9]*)|(?P<low>[0-9]*)-(?P<high>[0-9]*)))?")
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # what Java's Long.parseLong accepts
@@ -130,16 +135,6 @@ def parse_time(value: str) -> int:
     return int(value)
 
 
-def _topic_regex(raw: str) -> re.Pattern[str]:
-    """Kafka's topic filter: trimmed, commas as alternatives, no spaces, outer quotes dropped."""
-    regex = raw.strip().replace(",", "|").replace(" ", "")
-    regex = re.sub(r"""^["']+|["']+$""", "", regex)
-    try:
-        return re.compile(regex)
-    except re.error:
-        raise UsageError(f"{regex} is an invalid regex.") from None
-
-
 def _partition_set(raw: str | None) -> Callable[[int], bool]:
     """``--partitions``: absent or empty means every partition, as in Kafka's tool."""
     if not raw:
@@ -156,7 +151,7 @@ def _parse_rule(spec: str) -> _Rule:
     match = _RULE.fullmatch(spec)
     if match is None:
         raise UsageError(f"Invalid rule specification: {spec}")
-    topic = _topic_regex(match["topic"] or ".*")
+    topic = topic_filter(match["topic"] or ".*")
     if match["one"]:
         one = int(match["one"])
         return _Rule(topic, lambda partition: partition == one)
@@ -170,7 +165,7 @@ def _rules(args: argparse.Namespace) -> list[_Rule]:
         if args.topic is not None or args.partitions is not None:
             raise UsageError("--topic-partitions cannot be used with --topic or --partitions")
         return [_parse_rule(spec) for spec in args.topic_partitions.split(",")]
-    return [_Rule(_topic_regex(args.topic if args.topic is not None else ".*"), _partition_set(args.partitions))]
+    return [_Rule(topic_filter(args.topic if args.topic is not None else ".*"), _partition_set(args.partitions))]
 
 
 def offset_at(log: PartitionLog, timestamp: int) -> int | None:

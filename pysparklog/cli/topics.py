@@ -6,14 +6,21 @@ first line per topic (``Topic: T<TAB>TopicId: ...<TAB>PartitionCount: N<TAB>Repl
 k=v,...``, the configs being those not at their default) and then, instead of leaders and replicas a log directory
 does not have, an aligned table of each partition's log start and end offsets, segment count and bytes.
 
+With ``--list`` and ``--describe``, ``--topic`` is Kafka's topic filter: a regular expression matched against whole
+names, commas separating alternatives; ``--exclude-internal`` leaves out the internal topics (``__consumer_offsets``,
+``__transaction_state``, ``__share_group_state``). A filter that matches nothing is an error for ``--describe``
+(``Topic 'T' does not exist as expected``) unless ``--if-exists``, and lists nothing for ``--list``.
+
 Where Kafka's tool differs:
 
-* ``--topic`` is a topic name, not a regular expression.
+* The filter is a Python regular expression where Kafka's is Java's (they agree on the usual constructs).
+  ``--alter`` and ``--delete`` take one topic's name, not a filter (Kafka's alter or delete every topic it
+  matches).
 * ``--replication-factor`` is accepted for Kafka's scripts, and must be 1.
 * ``--alter --topic T --topic-id ID`` sets the topic's id (a broker's ids are its controller's to give): the step
   before its partition directories are moved into a broker's log directory (``docs/moving-to-kafka.md``).
   ``--describe --topic-id ID`` describes the topic with that id, as Kafka's does.
-* Not implemented: ``--replica-assignment``, ``--exclude-internal``, the ``--*-partitions`` reports and
+* Not implemented: ``--replica-assignment``, the ``--*-partitions`` reports and
   ``--topics-with-overrides``.
 """
 
@@ -21,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 
-from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir
+from pysparklog.cli._common import INTERNAL_TOPICS, UsageError, add_log_dir_argument, open_log_dir, topic_filter
 from pysparklog.cli.progress import progress_bar
 from pysparklog.errors import TopicExistsError, UnknownTopicError
 from pysparklog.storage.log_dir import LogDirectory
@@ -48,7 +55,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--alter", action="store_true", help="add partitions to a topic, or set its id (configs: pysparklog configs)"
     )
     actions.add_argument("--delete", action="store_true", help="delete a topic and its data")
-    parser.add_argument("--topic", metavar="TOPIC", help="the topic to create, alter, describe or delete")
+    parser.add_argument(
+        "--topic",
+        metavar="TOPIC",
+        help="the topic to create, alter or delete; with --list and --describe a regular expression of the topics "
+        "(whole names; commas separate alternatives)",
+    )
+    parser.add_argument(
+        "--exclude-internal",
+        action="store_true",
+        help=f"with --list or --describe: leave out the internal topics ({', '.join(sorted(INTERNAL_TOPICS))})",
+    )
     parser.add_argument(
         "--topic-id",
         metavar="ID",
@@ -86,6 +103,7 @@ def _check(args: argparse.Namespace, action: str) -> None:
         ("--replication-factor", args.replication_factor is not None, ("create",)),
         ("--if-not-exists", args.if_not_exists, ("create",)),
         ("--if-exists", args.if_exists, ("alter", "delete", "describe")),
+        ("--exclude-internal", args.exclude_internal, ("list", "describe")),
     ):
         if given and action not in actions:
             raise UsageError(f"{flag} is only valid with {' or '.join('--' + a for a in actions)}")
@@ -112,11 +130,13 @@ def run(args: argparse.Namespace) -> int:
         if action == "create":
             _create(logs, args)
         elif action == "list":
-            for name in logs.topics.names():
+            for name in _matching(logs, args):
                 print(name)
         elif action == "describe":
-            topic = args.topic if args.topic_id is None else logs.topics.topic_with_id(args.topic_id).name
-            _describe(logs, topic)
+            if args.topic_id is None:
+                _describe(logs, _matching(logs, args))
+            else:
+                _describe(logs, [logs.topics.topic_with_id(args.topic_id).name])
         elif action == "alter" and args.topic_id is not None:
             with progress_bar(f"Setting the id of {args.topic}") as progress:
                 logs.set_topic_id(args.topic, args.topic_id, progress=progress)
@@ -151,9 +171,29 @@ def _create(logs: LogDirectory, args: argparse.Namespace) -> None:
     print(f"Created topic {name}.")
 
 
-def _describe(logs: LogDirectory, topic: str | None) -> None:
-    for name in [topic] if topic is not None else logs.topics.names():
-        metadata = logs.topics.get(name)
+def _matching(logs: LogDirectory, args: argparse.Namespace) -> list[str]:
+    """The topics ``--topic`` (a filter; every topic when absent) and ``--exclude-internal`` select, sorted.
+
+    Raises:
+        UnknownTopicError: ``--describe`` with a ``--topic`` that matches none.
+    """
+    pattern = None if args.topic is None else topic_filter(args.topic)
+    names = [
+        name
+        for name in logs.topics.names()
+        if (pattern is None or pattern.fullmatch(name)) and not (args.exclude_internal and name in INTERNAL_TOPICS)
+    ]
+    if args.describe and args.topic and not names:
+        raise UnknownTopicError(f"Topic '{args.topic}' does not exist as expected")
+    return names
+
+
+def _describe(logs: LogDirectory, names: list[str]) -> None:
+    for name in names:
+        try:
+            metadata = logs.topics.get(name)
+        except UnknownTopicError:
+            continue  # deleted since it was listed
         configs = ",".join(
             f"{entry.name}={entry.value}"
             for entry in logs.topics.describe_configs(name)

@@ -341,8 +341,9 @@ def test_a_line_without_the_key_separator_stops_the_producer_after_the_lines_bef
         ),
         (("--topic", "three", "--partition", "3"), "Partition 3 of topic 'three' does not exist"),
         (
-            ("--topic", "one", "--property", "parse.headers=true"),
-            "property 'parse.headers' is not supported; accepted: parse.key, key.separator",
+            ("--topic", "one", "--property", "parse.everything=true"),
+            "property 'parse.everything' is not supported; accepted: parse.key, key.separator, parse.headers, "
+            "headers.delimiter, headers.separator, headers.key.separator, null.marker, ignore.error",
         ),
         (("--topic", "one", "--property", "parse.key"), "Invalid command line properties: 'parse.key'"),
         (("--topic", "one", "--property", "key.separator="), "key.separator is empty"),
@@ -368,7 +369,7 @@ def test_producer_errors(log_dir: Path, args: Sequence[str], message: str) -> No
             "The provided offset value '-1' is incorrect. Valid values are 'earliest', 'latest', or a non-negative "
             "long.",
         ),
-        (("--topic", "one", "--property", "print.headers=true"), "property 'print.headers' is not supported"),
+        (("--topic", "one", "--property", "print.epoch=true"), "property 'print.epoch' is not supported"),
         (("--topic", "one", "--max-messages", "many"), "argument --max-messages: invalid value 'many'"),
     ],
 )

@@ -6,13 +6,14 @@ test's log directory. One test runs the command in a new process as people run i
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from pysparklog import LogDirectory
-from pysparklog.cli.consumer_groups import parse_datetime
+from pysparklog.cli.consumer_groups import parse_datetime, parse_duration
 from pysparklog.cli.main import main
 from pysparklog.offsets import OffsetStore
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
@@ -226,6 +227,136 @@ def test_to_datetime_takes_kafkas_formats(value: str, expected: int) -> None:
     assert parse_datetime(value) == expected
 
 
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("PT15M", 900),
+        ("pt6h", 6 * 3600),
+        ("P2D", 2 * 86400),
+        ("P1DT2H3M4S", 86400 + 2 * 3600 + 3 * 60 + 4),
+        ("PT0.5S", 0.5),
+        ("PT1,25S", 1.25),
+        ("PT-0.5S", -0.5),
+        ("-PT1H30M", -5400),
+        ("PT1H-30M", 1800),
+        ("+P0D", 0),
+    ],
+)
+def test_by_duration_takes_javas_durations(value: str, seconds: float) -> None:
+    assert parse_duration(value) == round(seconds * 10**9)
+
+
+def test_reset_by_duration_goes_back_from_now(
+    log_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now_ms = TS + 86_400_000 + 3_600_000 + 5  # a day, an hour and 5 ms after the first records
+    monkeypatch.setattr(time, "time_ns", lambda: now_ms * 1_000_000 + 999_999)
+    reset = ("--reset-offsets", "--group", "billing", "--topic", "orders", "--dry-run")
+    status, out, err = groups(log_dir, capsys, *reset, "--by-duration", "P1DT1H")
+    assert (status, err) == (0, "")
+    assert [line.split()[-1] for line in out.splitlines()[2:]] == ["5", "5", "5"]  # the records at TS + 5
+    # A negative duration (after now: after every record) needs "=", as any value starting with "-" but a number.
+    status, out, err = groups(log_dir, capsys, *reset, "--by-duration=-PT1S")
+    assert status == 0 and [line.split()[-1] for line in out.splitlines()[2:]] == ["10", "20", "30"]
+    assert err.count("Falling back to latest known offset.") == 3
+    status, out, _ = groups(log_dir, capsys, *reset, "--by-duration", "P36500D")  # before the epoch: all after it
+    assert status == 0 and [line.split()[-1] for line in out.splitlines()[2:]] == ["0", "0", "0"]
+
+
+@pytest.mark.parametrize("value", ["P", "PT", "1D", "P1W", "P1M", "PT1.5", "P1DT", "PT1H2S3M", "P 1D", ""])
+def test_by_duration_refuses_what_java_refuses(log_dir: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
+    status, out, err = groups(
+        log_dir, capsys, "--reset-offsets", "--group", "billing", "--all-topics", "--by-duration", value
+    )
+    assert (status, out) == (1, "")
+    assert err == error(
+        f"Text cannot be parsed to a Duration: {value!r}; accepted: an ISO-8601 duration PnDTnHnMn.nS, as PT15M, "
+        "PT6H, P1D, P1DT12H or PT0.5S (Java's Duration.parse; negative: after now)"
+    )
+
+
+def test_reset_to_current_keeps_committed_offsets(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reset = ("--reset-offsets", "--group", "billing", "--to-current", "--execute")
+    status, out, err = groups(log_dir, capsys, *reset, "--topic", "orders")
+    assert (status, err) == (0, "")
+    assert [line.split()[-1] for line in out.splitlines()[2:]] == ["4", "20", "30"]  # orders-2 had none: its end
+    assert committed(log_dir) == {ORDERS[0]: 4, ORDERS[1]: 20, ORDERS[2]: 30}
+
+
+def test_reset_from_file(log_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with OffsetStore(log_dir) as store:
+        store.commit("audit", {ORDERS[2]: OffsetAndMetadata(1)})
+    single = tmp_path / "billing.csv"
+    single.write_text("orders,0,7\norders,2,99\n\n")  # as Kafka's --export prints it: a blank line at the end
+    status, out, err = groups(
+        log_dir, capsys, "--reset-offsets", "--group", "billing", "--from-file", str(single), "--execute"
+    )
+    assert status == 0
+    assert out == (
+        "\nGROUP                          TOPIC                          PARTITION  NEW-OFFSET     \n"
+        "billing                        orders                         0          7              \n"
+        "billing                        orders                         2          30             \n"
+    )
+    assert (
+        err
+        == "WARN: New offset (99) is higher than latest offset for topic partition orders-2. Value will be set to 30\n"
+    )
+    assert committed(log_dir) == {ORDERS[0]: 7, ORDERS[1]: 20, ORDERS[2]: 30}
+    several = tmp_path / "groups.csv"
+    several.write_text('billing,orders,1,-3\n"audit",orders,2,8\nother,orders,0,1\n')
+    reset = ("--reset-offsets", "--from-file", str(several), "--execute")
+    assert groups(log_dir, capsys, *reset, "--group", "billing", "--group", "audit")[0] == 0
+    capsys.readouterr()
+    assert committed(log_dir) == {ORDERS[0]: 7, ORDERS[1]: 0, ORDERS[2]: 30}
+    assert committed(log_dir, "audit") == {ORDERS[2]: 8}
+    status, _, err = groups(log_dir, capsys, *reset, "--all-groups")  # other is no group: the file's line is unused
+    assert status == 0
+    assert err == (
+        "WARN: New offset (-3) is lower than earliest offset for topic partition orders-1. Value will be set to 0\n"
+    )
+    assert groups(log_dir, capsys, *reset, "--group", "billing")[0] == 0, "one group may take the group form"
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ("orders,0\n", "line 1 of {file} has 2 fields: 'orders,0'; accepted: topic,partition,offset"),
+        (
+            "orders,0,1\norders,1,2,3\n",
+            "line 2 of {file} has 4 fields: 'orders,1,2,3'; accepted: topic,partition,offset",
+        ),
+        ("\norders,x,1\n", "line 2 of {file} has partition 'x'; accepted: an integer from 0 to 2147483647"),
+        ("orders,-1,1\n", "line 1 of {file} has partition '-1'; accepted: an integer from 0 to 2147483647"),
+        ("orders,0,1_000\n", "line 1 of {file} has offset '1_000'; accepted: an integer (a Java long)"),
+        ("orders,0,9223372036854775808\n", "line 1 of {file} has offset '9223372036854775808'; accepted: an integer"),
+        ("audit,orders,0,1\n", "No reset plan for group billing found in {file}"),
+    ],
+)
+def test_reset_from_file_refuses_a_bad_file(
+    log_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, lines: str, message: str
+) -> None:
+    plan = tmp_path / "plan.csv"
+    plan.write_text(lines)
+    status, out, err = groups(
+        log_dir, capsys, "--reset-offsets", "--group", "billing", "--from-file", str(plan), "--execute"
+    )
+    assert (status, out) == (1, "")
+    assert err.startswith(error(message.format(file=plan)).rstrip("\n"))
+    assert committed(log_dir) == {ORDERS[0]: 4, ORDERS[1]: 20}, "nothing is reset"
+
+
+def test_reset_from_file_options(log_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    reset = ("--reset-offsets", "--group", "billing", "--execute", "--from-file")
+    missing = tmp_path / "missing.csv"
+    assert groups(log_dir, capsys, *reset, str(missing)) == (1, "", error(f"No such file or directory: {missing}"))
+    assert groups(log_dir, capsys, *reset, str(missing), "--all-topics")[2] == error(
+        'Option "[from-file]" can\'t be used with option "[all-topics]"'
+    )
+    assert groups(log_dir, capsys, *reset, str(missing), "--to-latest")[2] == error(
+        'Option "[to-latest]" can\'t be used with option "[from-file]"'
+    )
+
+
 def test_reset_errors(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     reset = ("--reset-offsets", "--group", "billing", "--execute")
     accepted = "accepted: yyyy-MM-ddTHH:mm:SS.sss, optionally followed by Z, +hh, +hhmm or +hh:mm (UTC when no zone"
@@ -312,7 +443,8 @@ def test_reset_errors(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None
         (
             ("--reset-offsets", "--group", "g", "--all-topics"),
             "Option '[reset-offsets]' requires one of the following scenarios: "
-            "[[to-offset], [to-datetime], [to-earliest], [to-latest], [shift-by]]",
+            "[[to-offset], [to-datetime], [by-duration], [to-earliest], [to-latest], [to-current], [shift-by], "
+            "[from-file]]",
         ),
         (
             ("--reset-offsets", "--group", "g", "--to-latest"),

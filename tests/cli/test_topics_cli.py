@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import subprocess
 from pathlib import Path
 
@@ -132,6 +133,9 @@ ERRORS = [
     (("--delete", "--topic", "nope"), "Topic 'nope' does not exist"),
     (("--list", "--if-not-exists"), "--if-not-exists is only valid with --create"),
     (("--list", "--partitions", "0"), "--partitions is only valid with --create or --alter"),
+    (("--delete", "--topic", "t", "--exclude-internal"), "--exclude-internal is only valid with --list or --describe"),
+    (("--describe", "--topic", "x.*"), "Topic 'x.*' does not exist as expected"),
+    (("--list", "--topic", "t("), "t( is an invalid regex."),
 ]
 
 
@@ -184,6 +188,34 @@ def test_if_not_exists_and_if_exists_make_those_cases_no_error(
     )
 
 
+def test_list_and_describe_take_a_topic_filter_and_exclude_internal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = LogDirectory(tmp_path).topics
+    for name in ("orders", "orders.eu", "users", "__consumer_offsets", "__transaction_state"):
+        store.create(name, 1)
+
+    def run(*args: str) -> str:
+        assert main(["topics", "--log-dir", str(tmp_path), *args]) == 0
+        out, err = capsys.readouterr()
+        assert err == ""
+        return out
+
+    assert run("--list") == "__consumer_offsets\n__transaction_state\norders\norders.eu\nusers\n"
+    assert run("--list", "--exclude-internal") == "orders\norders.eu\nusers\n"
+    assert run("--list", "--topic", "orders.*") == "orders\norders.eu\n"
+    assert run("--list", "--topic", "order") == "", "whole names only"
+    assert run("--list", "--topic", " users, __.* ") == "__consumer_offsets\n__transaction_state\nusers\n"
+    assert run("--list", "--topic", "__.*", "--exclude-internal") == ""
+    described = run("--describe", "--topic", "orders|users", "--exclude-internal")
+    assert [line.split("\t")[0] for line in described.splitlines() if line.startswith("Topic: ")] == [
+        "Topic: orders",
+        "Topic: users",
+    ]
+    assert "Topic: __consumer_offsets" not in run("--describe", "--exclude-internal")
+    assert run("--describe", "--topic", "nope.*", "--if-exists") == ""
+
+
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:
     both = topics(tmp_path, "--list", "--describe")
     assert both.returncode == 2 and both.stderr.count("\n") == 1 and "not allowed with argument" in both.stderr
@@ -211,7 +243,9 @@ def test_a_progress_bar_is_drawn_on_a_terminal_only(tmp_path: Path) -> None:
         assert proc.wait(60) == 0
     os.close(controller)
     text = seen.decode()
-    assert "\rDeleting topic big [" in text and "] 40/40" in text and text.endswith("\r\x1b[K")
+    # tqdm's bar, its last state shown, then erased: the line blanked and the cursor back at its start.
+    assert "\rDeleting topic big " in text and "| 40/40 [" in text
+    assert re.search(r"\r +\r$", text)
     store.create("big", 40)
     piped = topics(tmp_path, "--delete", "--topic", "big")
     assert (piped.returncode, piped.stderr) == (0, "")

@@ -10,6 +10,10 @@ reproduce, so that Kafka's own tools read what we write:
 * lz4: an LZ4 frame with independent 64 KiB blocks and no checksums. Magic 0 messages carry Kafka's
   broken header checksum (KIP-57).
 * zstd: a standard zstd frame, with or without the content size.
+
+Python's zlib compresses gzip, zstandard zstd, cramjam snappy and lz4 (the fastest of the libraries
+measured for each, see ``benchmarks/README.md``); the framing Kafka expects around their output is
+written here.
 """
 
 from __future__ import annotations
@@ -20,15 +24,17 @@ import os
 import struct
 import threading
 import zlib
+from collections.abc import Iterator
 from typing import Final
 
 import cramjam
-import lz4.frame
 import zstandard
 
 from pysparklog.errors import CorruptRecordError, InvalidConfigError, UnsupportedCodecError
 
 BytesLike = bytes | bytearray | memoryview
+#: A block of a frame being written: input bytes, or cramjam's output.
+_Block = BytesLike | cramjam.Buffer
 
 #: Bits 0-2 of the attributes of a record batch or legacy message hold the codec id.
 CODEC_MASK: Final = 0x07
@@ -54,6 +60,7 @@ _XERIAL_BLOCK_LENGTH: Final = struct.Struct(">i")
 _LZ4_MAGIC: Final = b"\x04\x22\x4d\x18"
 _LZ4_FLG_OFFSET: Final = len(_LZ4_MAGIC)
 _LZ4_DESCRIPTOR_SIZE: Final = 2  # FLG and BD
+_LZ4_FLG_BLOCK_CHECKSUM: Final = 0x10
 _LZ4_FLG_CONTENT_SIZE: Final = 0x08
 _LZ4_CONTENT_SIZE_SIZE: Final = 8
 _LZ4_FLG_DICT_ID: Final = 0x01
@@ -61,10 +68,20 @@ _LZ4_DICT_ID_SIZE: Final = 4
 #: HC is the second byte of xxh32 over the descriptor, i.e. ``(xxh32 >> 8) & 0xFF``.
 _LZ4_HC_SHIFT: Final = 8
 _LZ4_HC_MASK: Final = 0xFF
-#: After an LZ4 frame's blocks, with content checksums on: xxh32 (seed 0) of the content, u32 LE.
-_LZ4_CONTENT_CHECKSUM: Final = struct.Struct("<I")
+#: Kafka's frame header (``KafkaLZ4BlockOutputStream``): FLG 60 (version 1, independent blocks, no block or
+#: content checksum, no content size), BD 40 (blocks of at most 64 KiB), and the HC of those two bytes.
+_LZ4_KAFKA_HEADER: Final = _LZ4_MAGIC + bytes.fromhex("604082")
+#: Before each block: its size, u32 LE, the high bit set when the block is stored uncompressed.
+_LZ4_BLOCK_SIZE: Final = struct.Struct("<I")
+_LZ4_UNCOMPRESSED_BIT: Final = 0x80000000
+#: A block size of 0 ends the blocks; after the blocks, with content checksums on: xxh32 (seed 0) of the
+#: content, u32 LE.
+_LZ4_END_MARK: Final = bytes(_LZ4_BLOCK_SIZE.size)
+_LZ4_CHECKSUM: Final = struct.Struct("<I")
 #: Kafka wrote the broken LZ4 header checksum in magic 0 messages only.
 _LZ4_BROKEN_CHECKSUM_MAGIC: Final = 0
+#: The most bytes of input a block of Kafka's frames holds (BD 40).
+_LZ4_MAX_BLOCK: Final = 64 * 1024
 
 
 class Codec(enum.IntEnum):
@@ -171,17 +188,7 @@ def compress(codec: Codec, data: BytesLike, *, level: int | None = None) -> byte
     if codec is Codec.SNAPPY:
         return _xerial_compress(data)
     if codec is Codec.LZ4:
-        # Kafka uses lz4's fast compressor at its default level and LZ4HC at any other; the lz4
-        # binding's fast compressor is level 0. Block settings give Kafka's header 60 40 82.
-        frame: bytes = lz4.frame.compress(
-            data,
-            compression_level=0 if level in (None, LZ4_DEFAULT_LEVEL) else level,
-            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-            block_linked=False,
-            content_checksum=False,
-            store_size=False,
-        )
-        return frame
+        return _lz4_kafka_frame(data, LZ4_DEFAULT_LEVEL if level is None else level)
     return _zstd_compressor(ZSTD_DEFAULT_LEVEL if level is None else level).compress(data)
 
 
@@ -215,8 +222,7 @@ def decompress(
             return _snappy_decompress(data)
         if codec is Codec.LZ4:
             frame = _lz4_fix_header_checksum(data) if magic == _LZ4_BROKEN_CHECKSUM_MAGIC else data
-            decoded: bytes = lz4.frame.decompress(frame)
-            return decoded
+            return bytes(cramjam.lz4.decompress(frame))
         return _zstd_decompress(data)
     except (
         _MalformedStreamError,
@@ -224,7 +230,6 @@ def decompress(
         EOFError,  # a truncated gzip member
         zlib.error,
         cramjam.DecompressionError,
-        RuntimeError,  # lz4.frame
         zstandard.ZstdError,
     ) as exc:
         raise CorruptRecordError(
@@ -266,6 +271,68 @@ def _snappy_decompress(data: BytesLike) -> bytes:
     return b"".join(parts)
 
 
+def _lz4_kafka_frame(data: BytesLike, level: int) -> bytes:
+    """Frame ``data`` as Kafka's ``KafkaLZ4BlockOutputStream`` does: Kafka's header, then independent blocks of
+    at most 64 KiB, each stored uncompressed when compressing does not make it smaller, then the end mark.
+
+    Kafka compresses with lz4's fast compressor at its default level and with LZ4HC at any other.
+    """
+    view = memoryview(data)
+    blocks = _lz4_fast_blocks(view) if level == LZ4_DEFAULT_LEVEL else _lz4_hc_blocks(view, level)
+    parts: list[_Block] = [_LZ4_KAFKA_HEADER]
+    for size_field, block in blocks:
+        parts += (_LZ4_BLOCK_SIZE.pack(size_field), block)
+    parts.append(_LZ4_END_MARK)
+    return b"".join(parts)
+
+
+def _lz4_fast_blocks(view: memoryview) -> Iterator[tuple[int, _Block]]:
+    """Blocks of lz4's fast compressor, with their size fields."""
+    for start in range(0, len(view), _LZ4_MAX_BLOCK):
+        chunk = view[start : start + _LZ4_MAX_BLOCK]
+        block = cramjam.lz4.compress_block(chunk, store_size=False)
+        if len(block) >= len(chunk):
+            yield len(chunk) | _LZ4_UNCOMPRESSED_BIT, chunk
+        else:
+            yield len(block), block
+
+
+def _lz4_hc_blocks(view: memoryview, level: int) -> Iterator[tuple[int, _Block]]:
+    """Blocks of LZ4HC at ``level``, with their size fields.
+
+    cramjam's block function takes no level, so its frame compressor makes them; it always adds block
+    checksums, which Kafka's frame has none of, so the blocks are taken out of its frame.
+    """
+    compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+    compressor.compress(bytes(view))  # it takes bytes only
+    yield from _lz4_blocks(memoryview(bytes(compressor.finish())))
+
+
+def _lz4_blocks(frame: memoryview) -> Iterator[tuple[int, memoryview]]:
+    """The blocks of one well-formed LZ4 frame: each one's size field (with its uncompressed bit) and its bytes."""
+    flg = frame[_LZ4_FLG_OFFSET]
+    cursor = _lz4_checksum_offset(flg) + 1
+    checksum_size = _LZ4_CHECKSUM.size if flg & _LZ4_FLG_BLOCK_CHECKSUM else 0
+    while True:
+        (size_field,) = _LZ4_BLOCK_SIZE.unpack_from(frame, cursor)
+        cursor += _LZ4_BLOCK_SIZE.size
+        if not size_field:
+            return
+        end = cursor + (size_field & ~_LZ4_UNCOMPRESSED_BIT)
+        yield size_field, frame[cursor:end]
+        cursor = end + checksum_size
+
+
+def _lz4_checksum_offset(flg: int) -> int:
+    """Where a frame's header checksum (HC) is, after the descriptor and the optional fields ``flg`` announces."""
+    return (
+        _LZ4_FLG_OFFSET
+        + _LZ4_DESCRIPTOR_SIZE
+        + (_LZ4_CONTENT_SIZE_SIZE if flg & _LZ4_FLG_CONTENT_SIZE else 0)
+        + (_LZ4_DICT_ID_SIZE if flg & _LZ4_FLG_DICT_ID else 0)
+    )
+
+
 def _lz4_fix_header_checksum(data: BytesLike) -> bytes:
     """Replace a magic 0 frame's header checksum with the correct one.
 
@@ -276,22 +343,18 @@ def _lz4_fix_header_checksum(data: BytesLike) -> bytes:
     frame = bytearray(data)
     if frame[: len(_LZ4_MAGIC)] != _LZ4_MAGIC or len(frame) < _LZ4_FLG_OFFSET + _LZ4_DESCRIPTOR_SIZE:
         return bytes(frame)
-    flg = frame[_LZ4_FLG_OFFSET]
-    checksum_offset = (
-        _LZ4_FLG_OFFSET
-        + _LZ4_DESCRIPTOR_SIZE
-        + (_LZ4_CONTENT_SIZE_SIZE if flg & _LZ4_FLG_CONTENT_SIZE else 0)
-        + (_LZ4_DICT_ID_SIZE if flg & _LZ4_FLG_DICT_ID else 0)
-    )
+    checksum_offset = _lz4_checksum_offset(frame[_LZ4_FLG_OFFSET])
     if checksum_offset < len(frame):
         frame[checksum_offset] = (_xxh32(frame[_LZ4_FLG_OFFSET:checksum_offset]) >> _LZ4_HC_SHIFT) & _LZ4_HC_MASK
     return bytes(frame)
 
 
 def _xxh32(data: bytes | bytearray) -> int:
-    """xxh32 with seed 0, which the lz4 binding does not expose except as an LZ4 frame's content checksum."""
-    frame = lz4.frame.compress(bytes(data), content_checksum=True, store_size=False)
-    (checksum,) = _LZ4_CONTENT_CHECKSUM.unpack_from(frame, len(frame) - _LZ4_CONTENT_CHECKSUM.size)
+    """xxh32 with seed 0, which cramjam does not expose except as an LZ4 frame's content checksum."""
+    compressor = cramjam.lz4.Compressor(content_checksum=True)
+    compressor.compress(bytes(data))
+    frame = bytes(compressor.finish())
+    (checksum,) = _LZ4_CHECKSUM.unpack_from(frame, len(frame) - _LZ4_CHECKSUM.size)
     return int(checksum)
 
 

@@ -16,6 +16,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import codec as kafka_codec
     from kafka.record import MemoryRecords
+    from kafka.record import default_records as kafka_default_records
+    from kafka.record import legacy_records as kafka_legacy_records
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
     from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
@@ -29,6 +31,8 @@ __all__ = [
     "decode",
     "encode",
     "kafka_codec",
+    "kafka_default_records",
+    "kafka_legacy_records",
     "restamp_crc",
     "zigzag",
 ]

@@ -8,12 +8,12 @@ import struct
 from typing import Any
 
 import cramjam
-import lz4.frame
 import pytest
 import zstandard
 
 from pysparklog.errors import CorruptRecordError, InvalidConfigError, UnsupportedCodecError
 from pysparklog.storage.records.codecs import Codec, compress, decompress
+from tests.storage.records.conftest import xxh32
 
 SMALL = b"pysparklog: a Kafka-compatible log " * 3
 # Over 100 KiB, half incompressible, so that snappy and lz4 need several blocks of both kinds.
@@ -27,6 +27,8 @@ LZ4_KAFKA_HEADER = bytes.fromhex("04224d18604082")
 LZ4_BROKEN_HC = 0x1A
 LZ4_HC_POSITION = 6
 LZ4_END_MARK = bytes(4)
+LZ4_BLOCK = 64 * 1024
+LZ4_UNCOMPRESSED = 0x80000000
 
 
 # Codec
@@ -114,11 +116,8 @@ def test_higher_levels_compress_text_better(codec: Codec, low: int, high: int) -
 
 def test_lz4_default_level_is_kafkas_fast_compressor() -> None:
     # Kafka's Lz4BlockOutputStream uses the fast compressor at level 9, its default, and LZ4HC otherwise.
-    assert (
-        compress(Codec.LZ4, LARGE, level=9)
-        == compress(Codec.LZ4, LARGE)
-        == lz4.frame.compress(LARGE, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False, store_size=False)
-    )
+    assert compress(Codec.LZ4, LARGE, level=9) == compress(Codec.LZ4, LARGE)
+    assert compress(Codec.LZ4, LARGE, level=12) != compress(Codec.LZ4, LARGE)
 
 
 @pytest.mark.parametrize(
@@ -200,10 +199,42 @@ def test_snappy_rejects_bad_xerial_block_lengths(tail: bytes, expected: str) -> 
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
-def test_lz4_frame_is_kafkas(payload: bytes) -> None:
-    frame = compress(Codec.LZ4, payload)
+@pytest.mark.parametrize("level", [None, 12])
+def test_lz4_frame_is_kafkas(payload: bytes, level: int | None) -> None:
+    frame = compress(Codec.LZ4, payload, level=level)
     assert frame[:7] == LZ4_KAFKA_HEADER
     assert frame[-4:] == LZ4_END_MARK
+
+
+def test_lz4_kafkas_header_checksum_is_xxh32_of_its_descriptor() -> None:
+    # Checks the xxh32 oracle with the one header checksum Kafka's frames all carry, and its KIP-57 variant.
+    assert (xxh32(LZ4_KAFKA_HEADER[4:6]) >> 8) & 0xFF == LZ4_KAFKA_HEADER[LZ4_HC_POSITION]
+    assert (xxh32(LZ4_KAFKA_HEADER[:6]) >> 8) & 0xFF == LZ4_BROKEN_HC
+
+
+def lz4_blocks(frame: bytes) -> list[tuple[int, bytes]]:
+    """(size field, bytes) of each block of a frame with Kafka's 7-byte header and no block checksums."""
+    blocks, cursor = [], len(LZ4_KAFKA_HEADER)
+    while size_field := struct.unpack_from("<I", frame, cursor)[0]:
+        cursor += 4
+        size = size_field & ~LZ4_UNCOMPRESSED
+        blocks.append((size_field, frame[cursor : cursor + size]))
+        cursor += size
+    assert cursor + 4 == len(frame)
+    return blocks
+
+
+@pytest.mark.parametrize("level", [None, 12])
+def test_lz4_writes_independent_64_kib_blocks_storing_incompressible_ones(level: int | None) -> None:
+    # As KafkaLZ4BlockOutputStream: a block that does not shrink is stored as it is, the size's high bit set.
+    payload = random.Random(3).randbytes(LZ4_BLOCK + 100) + b"0123456789abcdef" * 1000
+    blocks = lz4_blocks(compress(Codec.LZ4, payload, level=level))
+    assert [size_field for size_field, _ in blocks[:1]] == [LZ4_BLOCK | LZ4_UNCOMPRESSED]
+    assert blocks[0][1] == payload[:LZ4_BLOCK]
+    (second_size, second), *rest = blocks[1:]
+    assert not rest and second_size == len(second) < 16_100
+    decoded = bytes(cramjam.lz4.decompress_block(second, output_len=LZ4_BLOCK))[: len(payload) - LZ4_BLOCK]
+    assert decoded == payload[LZ4_BLOCK:]
 
 
 def test_lz4_magic_0_accepts_kafkas_broken_header_checksum() -> None:
@@ -216,10 +247,16 @@ def test_lz4_magic_0_accepts_kafkas_broken_header_checksum() -> None:
 
 
 def test_lz4_magic_0_fixes_the_checksum_of_a_frame_with_content_size() -> None:
-    frame = bytearray(lz4.frame.compress(SMALL, block_linked=False, store_size=True))
-    hc_position = LZ4_HC_POSITION + 8
-    frame[hc_position] ^= 0xFF
-    assert decompress(Codec.LZ4, frame, magic=0) == SMALL
+    # FLG 68: Kafka's 60 with the content size bit, then the 8-byte content size before HC.
+    descriptor = bytes.fromhex("6840") + struct.pack("<Q", len(SMALL))
+    body = compress(Codec.LZ4, SMALL)[len(LZ4_KAFKA_HEADER) :]
+    frame = LZ4_KAFKA_HEADER[:4] + descriptor + bytes([(xxh32(descriptor) >> 8) & 0xFF]) + body
+    assert decompress(Codec.LZ4, frame) == SMALL
+    broken = bytearray(frame)
+    broken[LZ4_HC_POSITION + 8] ^= 0xFF
+    assert decompress(Codec.LZ4, broken, magic=0) == SMALL
+    with pytest.raises(CorruptRecordError, match="lz4 decompression"):
+        decompress(Codec.LZ4, broken, magic=1)
 
 
 # Streams written by kafka-python
@@ -243,8 +280,10 @@ def test_reads_kafka_python_output(
 
 
 def test_kafka_python_old_kafka_lz4_has_the_broken_checksum(kafka_python_codecs: Any) -> None:
-    # Checks the oracle the test above relies on: kafka-python writes HC 1A for magic 0.
-    assert kafka_python_codecs.lz4_encode_old_kafka(SMALL)[LZ4_HC_POSITION] == LZ4_BROKEN_HC
+    # Checks the oracle the test above relies on: for magic 0 kafka-python computes HC over the magic too.
+    frame = kafka_python_codecs.lz4_encode_old_kafka(SMALL)
+    assert frame[LZ4_HC_POSITION] == (xxh32(frame[:LZ4_HC_POSITION]) >> 8) & 0xFF
+    assert frame[LZ4_HC_POSITION] != (xxh32(frame[4:LZ4_HC_POSITION]) >> 8) & 0xFF
 
 
 def test_reads_kafka_python_raw_snappy(kafka_python_codecs: Any) -> None:
