@@ -41,7 +41,7 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir
 from pysparklog.errors import GroupIdNotFoundError, GroupNotEmptyError, PySparkLogError
@@ -257,7 +257,7 @@ def parse_datetime(value: str) -> int:
     try:
         if match is None:
             raise ValueError(value)
-        zone = UTC
+        zone = timezone.utc
         if match["sign"]:
             sign = 1 if match["sign"] == "+" else -1
             zone = timezone(sign * timedelta(hours=int(match["hh"]), minutes=int(match["mm"] or 0)))
