@@ -1,23 +1,40 @@
 # Everything a fresh machine needs: `make run` (the main job) and `make test` (the suite).
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV := .venv
+# PY_VERSION chooses the interpreter and its environment: 3.11, the default, in .venv; another in .venv-<version>,
+# e.g. `make test-fast PY_VERSION=3.10`.
+PY_VERSION ?= 3.11
+PYENV_ROOT ?= $(HOME)/.pyenv
+VENV := $(if $(filter 3.11,$(PY_VERSION)),.venv,.venv-$(PY_VERSION))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The exact versions of the development environment, for every supported Python (`make lock` writes it).
+LOCK := requirements/dev.lock
+
+# The first of python<version> on PATH and pyenv's <version>.* that runs: a pyenv shim of a version that is not
+# selected is on PATH but fails. Evaluated only when a recipe needs it.
+PYTHON ?= $(firstword $(foreach candidate,python$(PY_VERSION) \
+	$(wildcard $(PYENV_ROOT)/versions/$(PY_VERSION).*/bin/python$(PY_VERSION)), \
+	$(shell $(candidate) -c '' >/dev/null 2>&1 && echo $(candidate))))
 
 # Executors run PYSPARK_PYTHON, not the driver's interpreter: point Spark at this environment.
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup run run-s3 test test-fast bench lint clean
+.PHONY: setup run run-s3 test test-fast bench lint lock clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
+	@test -n "$(PYTHON)" || { echo "No Python $(PY_VERSION): python$(PY_VERSION) is not on PATH (or does not run) and" \
+		"$(PYENV_ROOT)/versions/$(PY_VERSION).*/bin/python$(PY_VERSION) does not exist; install it, or name it with" \
+		"PYTHON=/path/to/python$(PY_VERSION)" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "$(PYTHON) is older than Python 3.10," \
+		"the oldest pysparklog supports" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r $(LOCK)
 	# compat: a plain path entry in a .pth file, not setuptools' import hook, so that pkgutil.iter_modules()
 	# lists pyspark_pysparklog and Spark registers format("pysparklog") by itself from any working directory.
-	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet --no-deps -e . --config-settings editable_mode=compat
 	touch $(STAMP)
 
 run: setup
@@ -40,5 +57,18 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy .
 
+# Rewrites the lock from pyproject.toml: one file for Python 3.10 and up (versions fork per Python where a package
+# dropped an older one), with the dev and examples extras and Spark 4.2.x (requirements/constraints.txt). Versions
+# already in the lock are kept where they still fit; LOCK_ARGS=--upgrade takes the newest of everything.
+# uv is needed only here, in an environment of its own.
+LOCK_ARGS ?=
+lock:
+	@test -n "$(PYTHON)" || { echo "No Python $(PY_VERSION) to run uv with (PYTHON=/path/to/python)" >&2; exit 1; }
+	$(PYTHON) -m venv .cache/uv
+	.cache/uv/bin/python -m pip install --quiet --upgrade uv
+	.cache/uv/bin/uv pip compile pyproject.toml --universal --python-version 3.10 --extra dev --extra examples \
+		--constraint requirements/constraints.txt --custom-compile-command 'make lock' --quiet $(LOCK_ARGS) \
+		--output-file $(LOCK)
+
 clean:
-	rm -rf $(VENV) .cache data
+	rm -rf .venv .venv-* .cache data

@@ -19,7 +19,6 @@ and rejoins at its next poll.
 
 from __future__ import annotations
 
-import enum
 import logging
 import re
 import threading
@@ -30,6 +29,7 @@ from typing import NamedTuple, Protocol
 
 import pyarrow as pa
 
+from pysparklog._compat import StrEnum
 from pysparklog.assignors import RebalanceProtocol, assignor_for
 from pysparklog.broker_configs import without_broker_configs
 from pysparklog.errors import (
@@ -55,7 +55,7 @@ _INTERNAL_TOPIC_PREFIX = "__"  # __consumer_offsets, __transaction_state: left o
 _IDLE_POLL_S = 0.02  # the pause between reads that found nothing while poll waits
 
 
-class AutoOffsetReset(enum.StrEnum):
+class AutoOffsetReset(StrEnum):
     """Kafka's ``auto.offset.reset``: where a partition without a valid position starts."""
 
     EARLIEST = "earliest"

@@ -34,7 +34,6 @@ need synchronised clocks (NTP), with skew well below the session timeout.
 
 from __future__ import annotations
 
-import enum
 import json
 import socket
 import time
@@ -45,6 +44,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from urllib.parse import quote, unquote
 
+from pysparklog._compat import StrEnum
 from pysparklog.assignors import RebalanceProtocol, Subscription, assignor_for
 from pysparklog.assignors.java_compat import hash_map_order
 from pysparklog.errors import (
@@ -66,7 +66,7 @@ _STATE_VERSION = 1
 _MAX_GROUP_ID_BYTES = 200  # keeps the escaped file name within a file system's 255 bytes
 
 
-class GroupState(enum.StrEnum):
+class GroupState(StrEnum):
     """Kafka's consumer-group states, as ``consumer-groups --describe --state`` prints them."""
 
     EMPTY = "Empty"

@@ -21,7 +21,6 @@ topic.
 
 from __future__ import annotations
 
-import enum
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 from numba import njit
 
+from pysparklog._compat import StrEnum
 from pysparklog.errors import InvalidConfigError, InvalidRecordError, UnknownTopicError
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.records.arrow_records import binary_buffers
@@ -158,7 +158,7 @@ def partition_for_keys(keys: pa.Array | pa.ChunkedArray, num_partitions: int) ->
     return out
 
 
-class NullKeyStrategy(enum.StrEnum):
+class NullKeyStrategy(StrEnum):
     """Where records without a key (or with ``ignore_keys``) go."""
 
     #: KIP-794's uniform sticky partitioning, Kafka's default since 3.3: stay on one partition

@@ -31,7 +31,6 @@ tasks wrote.
 
 from __future__ import annotations
 
-import enum
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +38,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
+from pysparklog._compat import StrEnum
 from pysparklog.errors import (
     CorruptRecordError,
     InvalidConfigError,
@@ -71,7 +71,7 @@ class InvalidTxnStateError(PySparkLogError):
     """The transaction is not in a state that allows the request (Kafka's ``InvalidTxnStateException``)."""
 
 
-class TransactionState(enum.StrEnum):
+class TransactionState(StrEnum):
     """Kafka's ``TransactionState``, as its tools print it."""
 
     EMPTY = "Empty"

@@ -53,7 +53,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir
@@ -102,7 +102,7 @@ _DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(?P<zone>Z|[+
 _DATETIME_ACCEPTED = (
     "yyyy-MM-ddTHH:mm:SS.sss, optionally followed by Z, +hh, +hhmm or +hh:mm (UTC when no zone is given)"
 )
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MILLISECOND = timedelta(milliseconds=1)
 #: Java's ``Duration.parse``: days, hours, minutes and seconds (with up to 9 decimals), each signed, in any case.
 _DURATION = re.compile(

@@ -55,7 +55,6 @@ ignored, as Spark's sink ignores them.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,6 +73,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pysparklog._compat import StrEnum
 from pysparklog.errors import (
     InvalidConfigError,
     InvalidRecordError,
@@ -92,7 +92,7 @@ from pysparklog.storage.topics import validate_topic_name
 _T = TypeVar("_T")
 
 
-class DeliveryGuarantee(enum.StrEnum):
+class DeliveryGuarantee(StrEnum):
     """What a sink write promises once Spark has committed it."""
 
     #: Every row is in the log once: the sink writes in transactions that commit with Spark's commit.
@@ -101,7 +101,7 @@ class DeliveryGuarantee(enum.StrEnum):
     AT_LEAST_ONCE = "at-least-once"
 
 
-class SaveMode(enum.StrEnum):
+class SaveMode(StrEnum):
     """What a batch write does when a target topic already exists."""
 
     #: Append to it (Spark's Kafka sink always appends).

@@ -49,7 +49,6 @@ What damage may cost, and nothing more (``Damage``):
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import os
 import shutil
@@ -67,6 +66,7 @@ from pysparklog import (
     ProducerConfig,
     PySparkLogError,
 )
+from pysparklog._compat import StrEnum
 from pysparklog.group import describe_group, list_group_ids
 from pysparklog.offsets import (
     OFFSETS_TOPIC,
@@ -107,7 +107,7 @@ _COMPLETE = (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
 _VIEW, _READ, _FULL = range(3)  # how much ``check_partition`` checks
 
 
-class Outcome(enum.StrEnum):
+class Outcome(StrEnum):
     """What became of one mutant (the worst over its operations)."""
 
     CLEAN = "clean"  # every answer right, and nothing repaired

@@ -56,7 +56,7 @@ _WRITE_SCHEMA = StructType(
         StructField("partition", IntegerType()),
     ]
 )
-_T0 = dt.datetime(2026, 11, 22, 8, 0, tzinfo=dt.UTC)
+_T0 = dt.datetime(2026, 11, 22, 8, 0, tzinfo=dt.timezone.utc)
 
 
 def _records(logs: LogDirectory, topic: str, isolation: str = READ_COMMITTED) -> pa.Table:

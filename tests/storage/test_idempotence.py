@@ -4,7 +4,7 @@ as a broker's ``ProducerStateManager`` does."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict
 
 import pytest
 
@@ -18,6 +18,9 @@ from pysparklog import (
 )
 from pysparklog.storage.records.arrow_records import EncodedBatches, encode_arrow
 from tests.conftest import keyed_table, read_all
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11 on
 
 
 def batches(

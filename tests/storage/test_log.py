@@ -392,7 +392,7 @@ def test_the_smallest_chunks_hold_one_batch_each(tmp_path: Path) -> None:
         batches = list(log.read_arrow(max_chunk_bytes=max_chunk_bytes))
         assert [b.num_rows for b in batches] == [10, 10, 10]
     # NumPy integers (offsets taken from an Arrow column) are integers too.
-    numpy_read = log.read_arrow(np.int64(25), np.int32(27), max_chunk_bytes=np.int64(1))  # type: ignore[arg-type]
+    numpy_read = log.read_arrow(np.int64(25), np.int32(27), max_chunk_bytes=np.int64(1))  # type: ignore[arg-type, unused-ignore]
     assert [b.num_rows for b in numpy_read] == [2]
 
 
