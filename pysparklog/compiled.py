@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
-import platform
 import re
 import sys
 import types
@@ -53,10 +52,9 @@ IMPLEMENTATION_VARIABLE = "PYSPARKLOG_KERNELS"
 AOT = "aot"
 JIT = "jit"
 
-#: numba's target for the extension where the wheel's platform allows a choice: what NumPy itself
-#: requires of an x86-64 CPU, so the wheel runs wherever NumPy does.
-_X86_64_TARGET_CPU = "x86-64-v2"
 _TOP_LEVEL_COMMA = r",(?![^\[]*\])"  # a comma outside [...]
+_BOOLS = (bool, np.bool_)
+_INTEGERS = (int, np.integer)
 
 
 class JitFallbackWarning(RuntimeWarning):
@@ -88,9 +86,7 @@ class _Arg:
     def accepts(self, value: object) -> bool:
         """Whether ``value`` can go to code compiled for this type: the extension trusts its caller."""
         if self.ndim == 0:
-            if self.dtype.kind == "b":
-                return isinstance(value, bool | np.bool_)
-            return isinstance(value, int | np.integer)
+            return isinstance(value, _BOOLS if self.dtype.kind == "b" else _INTEGERS)
         return (
             isinstance(value, np.ndarray)
             and value.dtype == self.dtype
@@ -228,8 +224,12 @@ class _AheadOfTime:
 
     def __call__(self, *args: Any) -> Any:
         for compiled, types_ in self._variants:
-            if len(args) == len(types_) and all(t.accepts(a) for t, a in zip(types_, args, strict=True)):
-                return compiled(*args)
+            if len(args) == len(types_):
+                for expected, arg in zip(types_, args, strict=True):
+                    if not expected.accepts(arg):
+                        break
+                else:
+                    return compiled(*args)
         warnings.warn(
             f"{self._module}.{self.__name__} has no compiled variant for arguments "
             f"({', '.join(_describe(a) for a in args)}); numba's JIT compiles one",
@@ -330,9 +330,9 @@ def extension() -> Extension:
     which ``bind`` compares with the sources it runs.
     """
     releasing_the_gil: set[Callable[..., Any]] = set()
+    # pycc targets the platform's generic CPU, so the wheel runs on any machine of its platform; these
+    # byte-by-byte loops decode and encode as fast as the JIT's code for the host CPU (bench_cold_start).
     cc = _kernel_compiler(EXTENSION.rpartition(".")[2], releasing_the_gil)
-    if platform.machine().lower() in ("x86_64", "amd64"):
-        cc.target_cpu = _X86_64_TARGET_CPU
     sources = []
     for module in KERNEL_MODULES:
         importlib.import_module(module)
