@@ -241,6 +241,14 @@ class _AheadOfTime:
     def __repr__(self) -> str:
         return f"<ahead-of-time kernel {self._module}.{self.__name__}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by name, as a function is (and a numba dispatcher): the unpickling process has its own."""
+        return _kernel_named, (self._module, self.__name__)
+
+
+def _kernel_named(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
 
 def _describe(value: object) -> str:
     if isinstance(value, np.ndarray):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -111,3 +112,8 @@ def test_arguments_no_compiled_variant_takes_go_to_the_jit() -> None:
     with pytest.warns(JitFallbackWarning, match=r"scan_entries has no compiled variant .*uint8\[1-D strided\]"):
         assert kernels.scan_entries(strided, 0, len(strided), table) == expected == (2, 52, kernels.STOP_END)
     assert (table[:2] == expected_table[:2]).all()
+
+
+def test_a_compiled_kernel_pickles_by_name() -> None:
+    # As a numba dispatcher does, so that closures shipped to Spark's workers may refer to kernels.
+    assert pickle.loads(pickle.dumps(kernels.decode_v2_records)) is kernels.decode_v2_records
