@@ -154,7 +154,7 @@ def bind(namespace: dict[str, Any]) -> str:
     choice = os.environ.get(IMPLEMENTATION_VARIABLE, "").strip().lower()
     if choice not in ("", AOT, JIT):
         raise InvalidConfigError(f"{IMPLEMENTATION_VARIABLE}={choice!r} is invalid; accepted: {AOT}, {JIT}, unset")
-    compiled, reason = (None, f"{IMPLEMENTATION_VARIABLE}={JIT}") if choice == JIT else _extension_of(module)
+    compiled, reason = (None, f"{IMPLEMENTATION_VARIABLE}={JIT}") if choice == JIT else _extension_of(module, namespace)
     if compiled is None:
         if choice == AOT:
             raise InvalidConfigError(f"{IMPLEMENTATION_VARIABLE}={AOT}, but {reason}")
@@ -190,14 +190,15 @@ def _implementation(module: str, which: str) -> dict[str, Any]:
     if which == JIT:
         namespace = _jit_namespace(module)
         return {name: namespace[name] for name, k in _registry[module].items() if k.signatures}
-    compiled, reason = _extension_of(module)
+    compiled, reason = _extension_of(module, sys.modules[module].__dict__)
     if compiled is None:
         raise InvalidConfigError(reason)
     return _aot_kernels(module, compiled)
 
 
-def _extension_of(module: str) -> tuple[Any, str]:
-    """(the extension, "") when it holds ``module``'s current kernels; otherwise (None, why not)."""
+def _extension_of(module: str, namespace: Mapping[str, Any]) -> tuple[Any, str]:
+    """(the extension, "") when it holds the kernels of ``module`` as they are with the globals ``namespace``;
+    otherwise (None, why not)."""
     try:
         compiled = importlib.import_module(EXTENSION)
     except ImportError as error:
@@ -205,7 +206,7 @@ def _extension_of(module: str) -> tuple[Any, str]:
     built = getattr(compiled, _symbol(module, "fingerprint"), None)
     if built is None:
         return None, f"the extension {EXTENSION} holds no kernels of {module}"
-    if built() != fingerprint(module, sys.modules[module].__dict__):
+    if built() != fingerprint(module, namespace):
         return None, (
             f"the extension {EXTENSION} was built from other sources of {module}: rebuild it "
             "(python setup.py build_ext --inplace)"

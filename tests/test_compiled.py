@@ -23,6 +23,7 @@ import pytest
 from pysparklog import LogDirectory, compiled
 from pysparklog.compiled import IMPLEMENTATION_VARIABLE, JitFallbackWarning, bind, kernel
 from pysparklog.errors import InvalidConfigError
+from pysparklog.storage import offset_map
 from pysparklog.storage.records import kernels
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,6 +89,14 @@ def test_a_module_the_extension_was_not_built_from_gets_the_jit(monkeypatch: pyt
     assert bind(namespace) == compiled.JIT
     assert "holds no kernels of tests.test_compiled" in compiled.jit_reasons[__name__]
     assert namespace["_doubled_sum"](np.arange(4, dtype=np.int64)) == 12
+
+
+def test_an_extension_built_from_other_sources_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(IMPLEMENTATION_VARIABLE, raising=False)
+    monkeypatch.setattr(compiled, "jit_reasons", {})
+    namespace = dict(vars(offset_map), EMPTY=-2)  # a constant its kernels read, changed since the build
+    assert bind(namespace) == compiled.JIT
+    assert "was built from other sources of pysparklog.storage.offset_map" in compiled.jit_reasons[offset_map.__name__]
 
 
 def test_asking_for_the_extension_where_it_does_not_fit_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
