@@ -8,6 +8,7 @@ import sys
 import time
 
 from benchmarks import (
+    bench_cold_start,
     bench_compaction,
     bench_log,
     bench_object_store,
@@ -35,6 +36,7 @@ def main() -> int:
         + bench_source.run()
         + bench_sink.run()
         + bench_object_store.run()
+        + bench_cold_start.run(table)
     )
     print(
         f"pysparklog benchmarks: {RECORDS:,} records (10-byte keys, 100-byte values), pinned to core {core} "

@@ -29,8 +29,8 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-from numba import njit
 
+from pysparklog import partitioner_kernels as kernels
 from pysparklog._compat import StrEnum
 from pysparklog.errors import InvalidConfigError, InvalidRecordError, UnknownTopicError
 from pysparklog.storage.config import INT_MAX
@@ -42,91 +42,10 @@ from pysparklog.storage.topics import validate_partition_count
 #: tables rather than one record at a time, so it can stay vectorised as the built-in rules are.
 CustomPartitioner = Callable[[pa.Table, int], npt.ArrayLike]
 
-_SEED = 0x9747B28C
-_M = 0x5BD1E995
-_MASK32 = 0xFFFFFFFF
-_POSITIVE = 0x7FFFFFFF  # Utils.toPositive: drop the sign bit rather than negate
-
-
-@njit(cache=True, inline="always")
-def _murmur2(data: np.ndarray, start: int, end: int) -> int:
-    """murmur2 of ``data[start:end]`` as Java computes it, returned as the unsigned 32-bit pattern.
-
-    Java wraps on every int multiply; here each product of two values below 2**32 and 2**31 fits
-    in an int64 and is masked back to 32 bits, and ``>>`` on the masked value is Java's ``>>>``.
-    """
-    length = end - start
-    h = (_SEED ^ length) & _MASK32
-    tail = start + (length & ~3)
-    for p in range(start, tail, 4):
-        k = int(data[p]) | (int(data[p + 1]) << 8) | (int(data[p + 2]) << 16) | (int(data[p + 3]) << 24)
-        k = (k * _M) & _MASK32
-        k ^= k >> 24
-        k = (k * _M) & _MASK32
-        h = ((h * _M) & _MASK32) ^ k
-    rest = length & 3
-    if rest == 3:
-        h ^= int(data[tail + 2]) << 16
-    if rest >= 2:
-        h ^= int(data[tail + 1]) << 8
-    if rest >= 1:
-        h ^= int(data[tail])
-        h = (h * _M) & _MASK32
-    h ^= h >> 13
-    h = (h * _M) & _MASK32
-    h ^= h >> 15
-    return h
-
-
-@njit(cache=True)
-def _hash_column(offsets: np.ndarray, valid: np.ndarray, data: np.ndarray, out: np.ndarray) -> None:
-    """``out[i]`` = murmur2 of key i as a Java int; 0 for a null key."""
-    for i in range(out.shape[0]):
-        if valid[i]:
-            h = _murmur2(data, offsets[i], offsets[i + 1])
-            out[i] = h - (1 << 32) if h > _POSITIVE else h
-        else:
-            out[i] = 0
-
-
-@njit(cache=True)
-def _partition_column(
-    offsets: np.ndarray, valid: np.ndarray, data: np.ndarray, num_partitions: int, out: np.ndarray
-) -> None:
-    """``out[i]`` = ``toPositive(murmur2(key i)) % num_partitions``; -1 for a null key."""
-    for i in range(out.shape[0]):
-        if valid[i]:
-            out[i] = (_murmur2(data, offsets[i], offsets[i + 1]) & _POSITIVE) % num_partitions
-        else:
-            out[i] = -1
-
-
-@njit(cache=True)
-def _sticky_runs(sizes: np.ndarray, produced: int, batch_size: int, runs: np.ndarray) -> tuple[int, int]:
-    """Number the runs of records that share a sticky partition, as ``BuiltInPartitioner`` forms them.
-
-    A record goes to the current partition and adds its size to the bytes produced there; once
-    those reach ``batch_size`` the next record starts a new run. Each run restarts from zero, so
-    where runs end depends on every earlier overshoot: a sequential scan, compiled.
-
-    Returns:
-        (switches, bytes produced to the last run's partition): records are numbered 0..switches,
-        and ``switches`` counts a switch after the last record too, whose run is still empty.
-    """
-    run = 0
-    for i in range(sizes.shape[0]):
-        runs[i] = run
-        produced += sizes[i]
-        if produced >= batch_size:
-            run += 1
-            produced = 0
-    return run, produced
-
-
 def murmur2(key: bytes) -> int:
     """The Java client's ``Utils.murmur2`` of ``key``: a signed 32-bit int, as Java returns it."""
-    h = int(_murmur2(np.frombuffer(key, np.uint8), 0, len(key)))
-    return h - (1 << 32) if h > _POSITIVE else h
+    h = int(kernels.murmur2_of(np.frombuffer(key, np.uint8), 0, len(key)))
+    return h - (1 << 32) if h > kernels.POSITIVE else h
 
 
 def murmur2_array(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -137,7 +56,7 @@ def murmur2_array(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """
     offsets, valid, data = binary_buffers(keys, "key")
     out = np.empty(len(valid), np.int32)
-    _hash_column(offsets, valid, data, out)
+    kernels.hash_column(offsets, valid, data, out)
     return out
 
 
@@ -154,7 +73,7 @@ def partition_for_keys(keys: pa.Array | pa.ChunkedArray, num_partitions: int) ->
     validate_partition_count(num_partitions)
     offsets, valid, data = binary_buffers(keys, "key")
     out = np.empty(len(valid), np.int32)
-    _partition_column(offsets, valid, data, num_partitions, out)
+    kernels.partition_column(offsets, valid, data, num_partitions, out)
     return out
 
 
@@ -315,7 +234,9 @@ class Partitioner:
             self._sticky_partition = int(self._rng.integers(num_partitions))
             self._sticky_produced = 0
         runs = np.empty(len(sizes), np.int64)
-        switches, self._sticky_produced = _sticky_runs(sizes, self._sticky_produced, self.config.batch_size, runs)
+        switches, self._sticky_produced = kernels.sticky_runs(
+            sizes, self._sticky_produced, self.config.batch_size, runs
+        )
         choices = np.empty(switches + 1, np.int32)
         choices[0] = self._sticky_partition
         choices[1:] = self._rng.integers(num_partitions, size=switches)
@@ -323,8 +244,8 @@ class Partitioner:
         return choices[runs]
 
     def _round_robin(self, count: int, num_partitions: int) -> np.ndarray:
-        counters = (self._counter + np.arange(count, dtype=np.int64)) & _POSITIVE
-        self._counter = (self._counter + count) & _MASK32
+        counters = (self._counter + np.arange(count, dtype=np.int64)) & kernels.POSITIVE
+        self._counter = (self._counter + count) & kernels.MASK32
         return (counters % num_partitions).astype(np.int32)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pysparklog import compiled
 from pysparklog.storage.object_log import CACHE_DIR_VARIABLE
 from tests.interop.kafka_tools import (
     DumpLogSegments,
@@ -27,6 +28,14 @@ REPO = Path(__file__).resolve().parents[1]
 BROKER_LOG_DIR = REPO.parent / "shared" / "fixtures" / "kafka-broker-logdir"
 #: The bucket of the S3 server (``s3_endpoint``).
 BUCKET = "pysparklog-tests"
+
+
+@pytest.fixture(params=[compiled.AOT, compiled.JIT])
+def kernel_implementation(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every kernel module's kernels as the extension compiled them ahead of time, then as numba's JIT compiles
+    them: a test that uses this runs once with each, and must get the same results."""
+    with compiled.using(request.param):
+        yield str(request.param)
 
 
 @pytest.fixture

@@ -39,6 +39,9 @@ import pysparklog
 from pyspark.sql import SparkSession
 
 assert Path(pysparklog.__file__).is_relative_to(sys.prefix), f"pysparklog from {pysparklog.__file__}"
+from pysparklog.storage.records import kernels
+
+assert kernels.KERNELS == "aot", "the wheel's compiled kernels are not used"
 log_dir = sys.argv[1]
 spark = (
     SparkSession.builder.master("local[2]")
@@ -110,6 +113,7 @@ def test_the_wheel_holds_the_packages_and_nothing_else(dists: Dists) -> None:
     names = set(zipfile.ZipFile(dists.wheel).namelist())
     assert sources() <= names
     assert "pysparklog/py.typed" in names
+    assert any(name.startswith("pysparklog/_compiled_kernels.") and name.endswith(".so") for name in names)
     assert {name.split("/", 1)[0] for name in names} == {*PACKAGES, f"pysparklog-{dists.version}.dist-info"}
 
 

@@ -25,6 +25,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
+pytestmark = pytest.mark.usefixtures("kernel_implementation")  # each test with both kernels: same results
+
 # UtilsTest.testMurmur2, with the partitions for 3 and 10 partitions (kafka-log-format.md §4.1).
 VECTORS = [
     (b"21", -973932308, 0, 0),

@@ -17,7 +17,8 @@ record.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from pysparklog.compiled import bind, kernel
 
 SLOT_BYTES = 24  # two 8-byte hash lanes and an 8-byte offset
 LOAD_FACTOR = 0.9  # Kafka's log.cleaner.io.buffer.load.factor: the share of slots the map may fill
@@ -28,7 +29,7 @@ _SEED_B = np.uint64(0xC2B2AE3D27D4EB4F)
 _LANE_B_MULTIPLIER = np.uint64(0x9FB21C651E98DF25)  # odd: a bijection of the word
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _mix(x: np.uint64) -> np.uint64:
     """A bijective 64-bit avalanche mix (the finaliser of SplitMix64): every input bit flips each output bit
     with probability about one half."""
@@ -37,7 +38,7 @@ def _mix(x: np.uint64) -> np.uint64:
     return x ^ (x >> np.uint64(31))
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _word(data: np.ndarray, start: int, n: int) -> np.uint64:
     """Bytes ``data[start:start + n]`` (n <= 8) as a little-endian 64-bit word."""
     w = np.uint64(0)
@@ -46,7 +47,7 @@ def _word(data: np.ndarray, start: int, n: int) -> np.uint64:
     return w
 
 
-@njit(cache=True, nogil=True)
+@kernel("i4[::1], u1[::1], u8[::1], u8[::1]", "i8[::1], u1[::1], u8[::1], u8[::1]", cache=True, nogil=True)
 def hash_keys(key_offsets: np.ndarray, key_data: np.ndarray, out_a: np.ndarray, out_b: np.ndarray) -> None:
     """The two 64-bit hash lanes of each key ``key_data[key_offsets[i]:key_offsets[i + 1]]``.
 
@@ -69,7 +70,7 @@ def hash_keys(key_offsets: np.ndarray, key_data: np.ndarray, out_a: np.ndarray, 
         out_b[i] = b
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _probe(slot_a: np.ndarray, slot_b: np.ndarray, slot_offset: np.ndarray, a: np.uint64, b: np.uint64) -> int:
     """The slot holding hash (a, b), or the empty slot where it would go."""
     mask = np.uint64(slot_a.shape[0] - 1)
@@ -82,7 +83,7 @@ def _probe(slot_a: np.ndarray, slot_b: np.ndarray, slot_offset: np.ndarray, a: n
         s = (s + step) & mask
 
 
-@njit(cache=True, nogil=True)
+@kernel("u8[::1], u8[::1], i8[::1], u8[::1], u8[::1], i8[::1], b1[::1], i8, i8", cache=True, nogil=True)
 def _put(
     slot_a: np.ndarray,
     slot_b: np.ndarray,
@@ -114,7 +115,7 @@ def _put(
     return offsets.shape[0], size
 
 
-@njit(cache=True, nogil=True)
+@kernel("u8[::1], u8[::1], i8[::1], u8[::1], u8[::1]", cache=True, nogil=True)
 def _get(
     slot_a: np.ndarray, slot_b: np.ndarray, slot_offset: np.ndarray, hash_a: np.ndarray, hash_b: np.ndarray
 ) -> np.ndarray:
@@ -173,3 +174,7 @@ def key_hashes(key_offsets: np.ndarray, key_data: np.ndarray) -> tuple[np.ndarra
     b = np.empty(n, dtype=np.uint64)
     hash_keys(key_offsets, key_data, a, b)
     return a, b
+
+
+#: Which compiled kernels this module uses: ``"aot"`` (the package's extension) or ``"jit"`` (numba's).
+KERNELS = bind(globals())

@@ -8,6 +8,8 @@ import pytest
 
 from pysparklog.storage.offset_map import EMPTY, LOAD_FACTOR, SLOT_BYTES, OffsetMap, key_hashes
 
+pytestmark = pytest.mark.usefixtures("kernel_implementation")  # each test with both kernels: same results
+
 
 def hashes(keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     array = pa.array(keys, pa.binary())

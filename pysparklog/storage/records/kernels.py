@@ -2,7 +2,8 @@
 encoding Arrow buffers into v2 records.
 
 Per-record Python objects and the garbage collector dominate any Python decoder, so these loops
-run under numba and write straight into preallocated NumPy arrays that become Arrow buffers.
+are numba kernels (compiled ahead of time into the package's extension, see ``pysparklog.compiled``)
+and write straight into preallocated NumPy arrays that become Arrow buffers.
 Every read checks its bounds: corrupt input yields an error code and a position, never a crash.
 The layouts are documented in ``default_records.py``.
 """
@@ -10,12 +11,14 @@ The layouts are documented in ``default_records.py``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+
+from pysparklog.compiled import bind, intrinsic, kernel
+
+if TYPE_CHECKING:
+    from numba import types
 
 # Columns of the entry table ``scan_entries`` fills, one row per entry (batch or legacy message).
 E_POSITION = 0
@@ -55,10 +58,14 @@ _MIN_ENTRY_SIZE_FIELD = 14
 _V2_HEADER = 61
 
 
-def _memcpy_typer(
+@intrinsic
+def _memcpy(
     typingctx: Any, dst: types.Type, dst_pos: types.Type, src: types.Type, src_pos: types.Type, n: types.Type
 ) -> tuple[Any, Callable[..., Any]] | None:
     """``memcpy`` between contiguous uint8 arrays; no bounds checks (``_copy`` makes them)."""
+    from numba import types  # only where kernels are compiled: a process that runs the extension has no numba
+    from numba.core import cgutils
+
     for arr in (dst, src):
         if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"):
             return None
@@ -75,10 +82,7 @@ def _memcpy_typer(
     return sig, codegen
 
 
-_memcpy: Any = intrinsic(_memcpy_typer)
-
-
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _copy(dst: np.ndarray, dst_pos: int, src: np.ndarray, src_pos: int, n: int) -> None:
     """``dst[dst_pos:dst_pos+n] = src[src_pos:src_pos+n]``: slice assignment costs more than the
     copy itself for the short keys and values of records, so this is a checked ``memcpy``."""
@@ -87,7 +91,7 @@ def _copy(dst: np.ndarray, dst_pos: int, src: np.ndarray, src_pos: int, n: int) 
     _memcpy(dst, dst_pos, src, src_pos, n)
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _be64(buf: np.ndarray, p: int) -> int:
     v = 0
     for i in range(8):
@@ -95,24 +99,24 @@ def _be64(buf: np.ndarray, p: int) -> int:
     return v
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _be32(buf: np.ndarray, p: int) -> int:
     v = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
     return v - (1 << 32) if v >= (1 << 31) else v
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _be32u(buf: np.ndarray, p: int) -> int:
     return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _be16(buf: np.ndarray, p: int) -> int:
     v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
     return v - (1 << 16) if v >= (1 << 15) else v
 
 
-@njit(cache=True)
+@kernel("u1[::1], i8, i8, i8[:, ::1]", cache=True)
 def scan_entries(buf: np.ndarray, start: int, end: int, table: np.ndarray) -> tuple[int, int, int]:
     """Walk the entries in ``buf[start:end]`` and describe each in a row of ``table``.
 
@@ -172,7 +176,7 @@ def scan_entries(buf: np.ndarray, start: int, end: int, table: np.ndarray) -> tu
         pos += size
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """Zig-zag varint (or varlong) at ``pos``; returns (value, next position), next = -1 on error.
 
@@ -189,7 +193,7 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     return _varint_long(buf, pos, end)
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _varint_long(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """``_varint`` of any length up to 10 bytes."""
     raw = np.uint64(0)
@@ -207,7 +211,7 @@ def _varint_long(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     return value, pos
 
 
-@njit(cache=True)
+@kernel("u1[::1], i8[:], i8[:], i8[:]", cache=True)
 def count_headers(
     buf: np.ndarray, sec_start: np.ndarray, sec_end: np.ndarray, sec_count: np.ndarray
 ) -> tuple[int, int]:
@@ -249,7 +253,7 @@ def count_headers(
     return headers, header_bytes
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _take_field(
     buf: np.ndarray, pos: int, end: int, out_valid: np.ndarray, out_data: np.ndarray, out_pos: int, i: int
 ) -> tuple[int, int]:
@@ -269,7 +273,12 @@ def _take_field(
     return pos + length, out_pos + length
 
 
-@njit(cache=True, nogil=True)
+@kernel(
+    "u1[::1], i8[:], i8[:], i8[:], i8[:], i8[:], i8[:], b1[:], i8[::1], i8[::1], i4[::1], u1[::1], u1[::1], i4[::1], "
+    "u1[::1], u1[::1], b1, i4[::1], i4[::1], u1[::1], i4[::1], u1[::1], u1[::1]",
+    cache=True,
+    nogil=True,
+)
 def decode_v2_records(
     buf: np.ndarray,
     sec_start: np.ndarray,
@@ -379,7 +388,7 @@ def decode_v2_records(
     return n, OK, 0, 0
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _varint_size(v: int) -> int:
     raw = np.uint64((v << 1) ^ (v >> 63))
     size = 1
@@ -389,7 +398,7 @@ def _varint_size(v: int) -> int:
     return size
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _put_varint(out: np.ndarray, pos: int, v: int) -> int:
     raw = np.uint64((v << 1) ^ (v >> 63))
     while raw >= np.uint64(0x80):
@@ -400,19 +409,19 @@ def _put_varint(out: np.ndarray, pos: int, v: int) -> int:
     return pos + 1
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _put_be(out: np.ndarray, pos: int, v: int, width: int) -> None:
     for i in range(width):
         out[pos + width - 1 - i] = np.uint8((v >> (8 * i)) & 0xFF)
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _field_size(length: int) -> int:
     """Bytes of a length-prefixed field; -1 is null (the length alone)."""
     return 1 if length < 0 else _varint_size(length) + length
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _headers_size(
     row: int,
     header_list_offsets: np.ndarray,
@@ -446,7 +455,23 @@ P_PARTITION_LEADER_EPOCH = 10
 PLAN_FIELDS = 11
 
 
-@njit(cache=True, nogil=True)
+#: The offset types of binary columns: int32 (binary, string) and int64 (large_binary, large_string).
+_OFFSETS = ("i4[::1]", "i8[::1]")
+
+
+def _encode_signature(key_offsets: str, value_offsets: str, header_offsets: str) -> str:
+    """The argument types of ``encode_v2_batches`` for columns with these offset types (header keys and values
+    share theirs)."""
+    columns = f"{key_offsets}, u1[::1], u1[::1], {value_offsets}, u1[::1], u1[::1], i8[::1], b1"
+    headers = f"i4[::1], {header_offsets}, u1[::1], {header_offsets}, u1[::1], u1[::1]"
+    return f"{columns}, {headers}, i8, i8, i8, i8, i8, i8, i8, i8, i8[:, ::1], i8[::1], u1[::1], i8[:, ::1]"
+
+
+@kernel(
+    *(_encode_signature(k, v, h) for k in _OFFSETS for v in _OFFSETS for h in _OFFSETS),
+    cache=True,
+    nogil=True,
+)
 def encode_v2_batches(
     key_offsets: np.ndarray,
     key_valid: np.ndarray,
@@ -624,7 +649,7 @@ def encode_v2_batches(
     return unit, n_batches, out_pos
 
 
-@njit(cache=True, nogil=True)
+@kernel("u1[::1], i8[:], u1[::1], i8[:], i8[:]", cache=True, nogil=True)
 def copy_ranges(
     dst: np.ndarray, dst_positions: np.ndarray, src: np.ndarray, src_positions: np.ndarray, sizes: np.ndarray
 ) -> None:
@@ -632,3 +657,7 @@ def copy_ranges(
     entries from one buffer into another without a Python step per entry."""
     for i in range(sizes.shape[0]):
         _copy(dst, dst_positions[i], src, src_positions[i], sizes[i])
+
+
+#: Which compiled kernels this module uses: ``"aot"`` (the package's extension) or ``"jit"`` (numba's).
+KERNELS = bind(globals())

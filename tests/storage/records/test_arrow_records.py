@@ -27,6 +27,8 @@ from pysparklog.storage.records.default_records import RECORD_BATCH_OVERHEAD, Ba
 from pysparklog.storage.records.memory_records import as_uint8, scan
 from tests.storage.records.helpers import NOW_MS, TOPIC, decode, encode, zigzag
 
+pytestmark = pytest.mark.usefixtures("kernel_implementation")  # each test with both kernels: same results
+
 
 def encode_chunks(data: pa.Table | pa.RecordBatch, batch_settings: BatchSettings | None = None) -> list[EncodedBatches]:
     return list(encode_arrow(data, batch_settings, now_ms=NOW_MS))

@@ -21,6 +21,8 @@ from pysparklog.storage.records.default_records import (
 from pysparklog.storage.records.memory_records import as_uint8, scan
 from tests.storage.records.helpers import MemoryRecords, decode
 
+pytestmark = pytest.mark.usefixtures("kernel_implementation")  # each test with both kernels: same results
+
 MARKER_SETTINGS = BatchSettings(producer_id=3, producer_epoch=2, transactional=True)
 # The LEADER_CHANGE value of __cluster_metadata-0's first record in the broker fixture: version 0,
 # leader 1, voters [1], granting voters [1], each struct and the message with no tagged fields.

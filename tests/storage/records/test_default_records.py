@@ -11,6 +11,7 @@ import crc32c
 import pyarrow as pa
 import pytest
 
+from pysparklog import compiled
 from pysparklog.errors import CorruptRecordError, UnsupportedCodecError
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.records import kernels
@@ -40,6 +41,8 @@ from tests.storage.records.helpers import (
     restamp_crc,
     zigzag,
 )
+
+pytestmark = pytest.mark.usefixtures("kernel_implementation")  # each test with both kernels: same results
 
 Header = tuple[str, bytes | None]
 Row = tuple[bytes | None, bytes | None, list[Header], int]
@@ -599,7 +602,9 @@ def test_header_corruption(headers: bytes, expected: str) -> None:
 def test_corruption_after_records_with_headers_stays_in_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     # The kernel writes the headers of the good records before it finds the bad one. Run as plain
     # Python, NumPy bounds-checks every write, which compiled code does not.
-    monkeypatch.setattr(kernels, "decode_v2_records", kernels.decode_v2_records.py_func)
+    with compiled.using(compiled.JIT):
+        jitted: Any = kernels.decode_v2_records  # a numba dispatcher
+    monkeypatch.setattr(kernels, "decode_v2_records", jitted.py_func)
     headers = zigzag(3) + (field(b"") + field(None)) * 3
     good = record(record_body(b"v", headers=headers))
     for bad in (zigzag(100) + b"\0" * 10, record(record_body(b"v", headers=zigzag(2**40)))):

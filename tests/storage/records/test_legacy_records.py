@@ -13,6 +13,8 @@ from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.records.legacy_records import LegacyEntry, LegacyRecord, read_legacy_entry
 from tests.storage.records.helpers import LegacyRecordBatchBuilder
 
+pytestmark = pytest.mark.usefixtures("kernel_implementation")  # each test with both kernels: same results
+
 # kafka-python test/record/test_records.py, re-verified (reference §1.2).
 GOLDEN_V1 = bytes.fromhex("000000000000000000000019478628c201000000015e1867abaeffffffff00000003313233")
 GOLDEN_V0 = bytes.fromhex("000000000000000000000011feb01dbf0000ffffffff00000003313233")

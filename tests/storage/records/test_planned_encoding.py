@@ -12,6 +12,8 @@ from pysparklog.storage.records.codecs import Codec
 from pysparklog.storage.records.default_records import DELETE_HORIZON_FLAG_MASK, TRANSACTIONAL_FLAG_MASK
 from tests.storage.records.helpers import DefaultRecordBatch, MemoryRecords
 
+pytestmark = pytest.mark.usefixtures("kernel_implementation")  # each test with both kernels: same results
+
 T0 = 1_700_000_000_000
 
 
