@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -156,3 +157,15 @@ def test_the_wheel_installs_next_to_a_users_pyspark_and_spark_reads_and_writes_t
     (tmp_path / "logs").mkdir()
     output = run(python, script, tmp_path / "logs", env=env)
     assert "round trip: 20 records" in output
+
+
+def build_runtime_pyspark_wheel() -> None:
+    """Build the runtime pyspark's wheel into pip's cache, where the install test finds it: pyspark is published
+    as an sdist only, and building it is set-up (minutes on a fresh machine), not what the test checks."""
+    with tempfile.TemporaryDirectory() as wheels:
+        pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels]
+        run(*pip, f"pyspark=={RUNTIME_PYSPARK}")
+
+
+if __name__ == "__main__":
+    build_runtime_pyspark_wheel()
