@@ -301,7 +301,9 @@ def _lz4_hc_blocks(view: memoryview, level: int) -> Iterator[tuple[int, _Block]]
     """Blocks of LZ4HC at ``level``, with their size fields.
 
     cramjam's block function takes no level, so its frame compressor makes them; it always adds block
-    checksums, which Kafka's frame has none of, so the blocks are taken out of its frame.
+    checksums, which Kafka's frame has none of, so the blocks are taken out of its frame. Before cramjam 2.12
+    (the last release for Python 3.10 is 2.11) that compressor writes 8 KiB blocks, not 64 KiB ones: frames
+    Kafka reads all the same, that compress less at higher levels.
     """
     compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
     compressor.compress(bytes(view))  # it takes bytes only
