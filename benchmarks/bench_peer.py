@@ -210,6 +210,44 @@ class _Pysparklog(_Side):
             self._producer.close()
 
 
+@dataclass(frozen=True, slots=True)
+class Durations:
+    """Medians of a query's micro-batches' ``durationMs`` (ms), phase by phase, and how many micro-batches they
+    are over."""
+
+    phases: dict[str, float]
+    micro_batches: int
+
+    @classmethod
+    def of(cls, progress: Sequence[Any]) -> Durations:
+        if not progress:
+            raise AssertionError("no micro-batch with rows to take durations from")
+        names = {name for p in progress for name in p["durationMs"]}
+        return cls(
+            {name: statistics.median(p["durationMs"].get(name, 0) for p in progress) for name in sorted(names)},
+            len(progress),
+        )
+
+    @property
+    def trigger_execution(self) -> float:
+        return self.phases["triggerExecution"]
+
+    @property
+    def add_batch(self) -> float:
+        return self.phases["addBatch"]
+
+    def breakdown(self) -> str:
+        """Every phase but the whole, as a row shows them."""
+        return ", ".join(f"{name} {ms:.0f}" for name, ms in self.phases.items() if name != "triggerExecution")
+
+    def __str__(self) -> str:
+        return f"{self.trigger_execution:.0f} / {self.add_batch:.0f} ms"
+
+    def over(self, other: Durations) -> str:
+        """The two ratios to ``other``'s, as a row shows them."""
+        return f"{self.trigger_execution / other.trigger_execution:.2f} / {self.add_batch / other.add_batch:.2f}"
+
+
 # -- the queries --------------------------------------------------------------------------------------------------
 
 
@@ -261,18 +299,10 @@ class _Run:
     def stream_read(self, side: _Side, topic: str) -> float:
         return self._into_noop(side.read(self.spark.readStream, topic))[0]
 
-    def micro_batches(self, stream: DataFrame) -> tuple[float, float, int]:
-        """Median ``triggerExecution`` and ``addBatch`` ms of the one-record micro-batches after the first, and
-        how many there were."""
+    def micro_batches(self, stream: DataFrame) -> Durations:
+        """The one-record micro-batches after the first, read into ``noop``."""
         query = self._into_noop(stream)[1]
-        progress = [p for p in query.recentProgress if p["numInputRows"] > 0][1:]
-        if not progress:
-            raise AssertionError(f"no one-record micro-batch after the first ran: {query.recentProgress}")
-        return (
-            statistics.median(p["durationMs"]["triggerExecution"] for p in progress),
-            statistics.median(p["durationMs"]["addBatch"] for p in progress),
-            len(progress),
-        )
+        return Durations.of([p for p in query.recentProgress if p["numInputRows"] > 0][1:])
 
     def tiny_stream(self, side: _Side) -> DataFrame:
         return side.read(self.spark.readStream.option("maxOffsetsPerTrigger", "1"), _TINY)
@@ -288,12 +318,14 @@ class _Run:
         query.awaitTermination()
         return time.perf_counter() - started, query
 
-    def latencies(self, side: _Side, records: int) -> np.ndarray:
-        """Milliseconds from each copied record's CreateTime to its copy's log-append time, warm-up left out."""
+    def latencies(self, side: _Side, records: int) -> tuple[np.ndarray, Durations]:
+        """Milliseconds from each copied record's CreateTime to its copy's log-append time, warm-up left out, and
+        the copy's micro-batches that had rows."""
         side.create_topic(_COPY_IN, 1)
         side.create_topic(_COPY_OUT, 1, {"message.timestamp.type": "LogAppendTime"})
         copy = side.read(self.spark.readStream, _COPY_IN).select("key", "value")
-        with _running(side.write(copy.writeStream.option("checkpointLocation", self.checkpoint()), _COPY_OUT)):
+        writer = side.write(copy.writeStream.option("checkpointLocation", self.checkpoint()), _COPY_OUT)
+        with _running(writer) as query:
             send = side.sender()
             first = time.monotonic()
             for i in range(records):
@@ -302,9 +334,10 @@ class _Run:
                 send(_COPY_IN, str(now_ms).encode(), now_ms)
             deadline = time.monotonic() + LATENCY_DRAIN_TIMEOUT_S
             while side.records(_COPY_OUT, 1) < records:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"{side.name}: the copy did not reach {records} records")
+                if query.exception() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"{side.name}: the copy did not reach {records} records: {query.exception()}")
                 time.sleep(0.5)
+            durations = Durations.of([p for p in query.recentProgress if p["numInputRows"] > 0])
         copied = side.read(self.spark.read, _COPY_OUT).select(
             F.col("value").cast("string").cast("long").alias("created"),
             F.unix_millis("timestamp").alias("appended"),
@@ -316,7 +349,7 @@ class _Run:
         created = np.array([row["created"] for row in rows], np.int64)
         appended = np.array([row["appended"] for row in rows], np.int64)
         order = np.argsort(created)
-        return (appended[order] - created[order])[LATENCY_WARM_UP_RECORDS:]
+        return (appended[order] - created[order])[LATENCY_WARM_UP_RECORDS:], durations
 
 
 @contextmanager
@@ -396,8 +429,9 @@ def _measure(run: _Run, kafka: _Kafka, ours: _Pysparklog, records: int, latency_
     stream = [run.stream_read(side, _LOADED) for side in sides]
     tiny = [run.micro_batches(run.tiny_stream(side)) for side in sides]
     trivial = run.micro_batches(run.trivial_stream())
-    latency = [run.latencies(side, latency_records) for side in sides]
-    p50, p99 = ([float(np.percentile(ms, q)) for ms in latency] for q in (50, 99))
+    copies = [run.latencies(side, latency_records) for side in sides]
+    p50, p99 = ([float(np.percentile(ms, q)) for ms, _ in copies] for q in (50, 99))
+    copy = [durations for _, durations in copies]
     millions = f"{records / 1e6:g} M"
     return [
         _compare(f"batch read of {millions} records into `noop`", batch, "s", READ_TARGET),
@@ -409,26 +443,34 @@ def _measure(run: _Run, kafka: _Kafka, ours: _Pysparklog, records: int, latency_
             WRITE_TARGET,
         ),
         _compare(
-            f"one-record micro-batch, median triggerExecution ({tiny[1][2]} micro-batches)",
-            (tiny[0][0], tiny[1][0]),
+            f"one-record micro-batch, median triggerExecution ({tiny[1].micro_batches} micro-batches)",
+            [d.trigger_execution for d in tiny],
             "ms",
             LATENCY_TARGET,
         ),
-        _compare("of which addBatch", (tiny[0][1], tiny[1][1]), "ms"),
+        _compare("of which addBatch", [d.add_batch for d in tiny], "ms"),
         Comparison(
             "the floor: a trivial Python stream source (one row per micro-batch), triggerExecution / addBatch",
             "-",
-            f"{trivial[0]:.0f} / {trivial[1]:.0f} ms",
-            f"{trivial[0] / tiny[0][0]:.2f} / {trivial[1] / tiny[0][1]:.2f}",
+            str(trivial),
+            trivial.over(tiny[0]),
         ),
         _compare(
             f"end-to-end latency p50, 1 record per {LATENCY_INTERVAL_S * 1000:.0f} ms, stream copy topic to topic "
-            f"({len(latency[1])} records)",
+            f"({len(copies[1][0])} records)",
             p50,
             "ms",
             LATENCY_TARGET,
         ),
         _compare("end-to-end latency p99, the same", p99, "ms", LATENCY_TARGET),
+        Comparison(
+            "the copy's micro-batches with rows, median triggerExecution / addBatch "
+            f"({copy[0].micro_batches} and {copy[1].micro_batches} micro-batches)",
+            str(copy[0]),
+            str(copy[1]),
+            copy[1].over(copy[0]),
+        ),
+        Comparison("of which, phase by phase (median ms)", copy[0].breakdown(), copy[1].breakdown(), "-"),
     ]
 
 
