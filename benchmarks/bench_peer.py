@@ -38,6 +38,7 @@ run, Maven Central for the connector's jars.
 
 from __future__ import annotations
 
+import abc
 import argparse
 import os
 import shutil
@@ -90,32 +91,34 @@ _VALUE_FORMAT = '{"id":%010d,"user":"u%06d","amount":%05d.%02d,"currency":"EUR",
 # -- the two sides ------------------------------------------------------------------------------------------------
 
 
-class _Side:
+class _Side(abc.ABC):
     """How one side creates topics, reads, writes and produces; subclasses name the format and its options."""
 
     name: str
 
+    @abc.abstractmethod
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
-        raise NotImplementedError
+        """Create ``topic`` with ``partitions`` partitions and topic ``configs``."""
 
+    @abc.abstractmethod
     def read(self, reader: Any, topic: str) -> DataFrame:
         """``reader`` (``spark.read`` or ``spark.readStream``, options set) on ``topic`` from the earliest offsets."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def write(self, writer: Any, topic: str) -> Any:
         """``writer`` (``df.write`` or ``df.writeStream``) into ``topic``, ready for ``save()`` or ``start()``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def records(self, topic: str, partitions: int) -> int:
         """The records ``topic`` holds (control records left out)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def sender(self) -> Callable[[str, bytes, int], None]:
         """A function sending one record (topic, value, CreateTime in ms) and waiting until it is appended."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def close(self) -> None:
-        """Close what ``sender`` opened."""
+        """Close what ``sender`` opened, if it was called."""
 
 
 class _Kafka(_Side):
