@@ -19,7 +19,7 @@ PYTHON ?= $(firstword $(foreach candidate,python$(PY_VERSION) \
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup run run-s3 test test-fast bench lint lock clean
+.PHONY: setup run run-s3 test test-fast bench bench-peer lint lock clean
 
 setup: $(STAMP)
 
@@ -55,6 +55,12 @@ test-fast: setup
 
 bench: setup
 	$(PY) -m benchmarks
+
+# pysparklog against Spark's Kafka connector and a real Kafka broker (several minutes; java and mvn needed), apart
+# from `make bench` for its length: e.g. `make bench-peer BENCH_PEER_ARGS='--records 2000000'` for a quicker run.
+BENCH_PEER_ARGS ?=
+bench-peer: setup
+	$(PY) -m benchmarks.bench_peer $(BENCH_PEER_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
