@@ -98,7 +98,7 @@ class LogLoader:
             build, valid = segment.rebuild_indexes(size, config.index_interval_bytes, next_base)
             build.maybe_append_time_entry()
             segment.indexes.write(build)
-            segment.indexes.write_aborted(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns))
+            segment.indexes.write_aborted(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns).aborted)
             if build.offsets or valid:
                 end_offset = segment.end_offset(valid)
             else:

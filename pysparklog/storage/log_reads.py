@@ -190,4 +190,4 @@ def rebuild_txn_indexes(
         state = producers.load(segment_bases, segment_bases[-1], view.active_size, base)
         open_txns = OpenTransactions.of(state)
         end = view.end_of(base, segment)
-        segment.indexes.write_aborted(replay_segment(state, segment, 0, end, 0, LONG_MAX, open_txns))
+        segment.indexes.write_aborted(replay_segment(state, segment, 0, end, 0, LONG_MAX, open_txns).aborted)

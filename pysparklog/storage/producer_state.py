@@ -32,12 +32,14 @@ from pysparklog.errors import CorruptRecordError, OutOfOrderSequenceError, Produ
 from pysparklog.storage.io import read_if_exists
 from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.records.arrow_records import decode_entries
+from pysparklog.storage.records.codecs import CODEC_MASK
 from pysparklog.storage.records.default_records import (
     CONTROL_FLAG_MASK,
     MAGIC_V2,
     TRANSACTIONAL_FLAG_MASK,
     ControlRecordType,
     control_record_type,
+    first_control_record,
     parse_end_txn_marker_value,
 )
 from pysparklog.storage.records.memory_records import EntryTable
@@ -447,7 +449,7 @@ class ProducerStateTracker:
     def load_replayed(
         self, bases: list[int], active_base: int, active_size: int, offset: int, *, remove_unreadable: bool = False
     ) -> tuple[dict[int, ProducerEntry], int]:
-        """``load``, and the offset the replay started from (the snapshot's, else 0).
+        """``load``, and how many producer batches it replayed after the snapshot it started from.
 
         A snapshot that cannot be read is passed over for the one before it, and removed when
         ``remove_unreadable`` (a writer holding the partition's lock), as Kafka's ``ProducerStateManager``
@@ -462,13 +464,14 @@ class ProducerStateTracker:
                 break
             if remove_unreadable:
                 self.remove_snapshots([candidate])
+        batches = 0
         for base, next_base in zip(bases, [*bases[1:], None][: len(bases)], strict=True):
             if base >= offset or (next_base is not None and next_base <= start):
                 continue
             segment = self.segments.get(base)
             end = active_size if base == active_base else segment.size()
-            replay_segment(producers, segment, 0, end, start, offset)
-        return producers, start
+            batches += replay_segment(producers, segment, 0, end, start, offset).batches
+        return producers, batches
 
     def _read_snapshot(self, offset: int) -> list[ProducerSnapshotEntry] | None:
         """The entries of ``<offset>.snapshot``; None when it is gone or corrupt."""
@@ -494,6 +497,20 @@ class ProducerStateTracker:
         return producers
 
 
+@dataclass(slots=True)
+class Replayed:
+    """What a replay went over.
+
+    Attributes:
+        aborted: With ``open_txns``, the ``.txnindex`` entries of the transactions the batches aborted, in log
+            order, as Kafka's recovery (``LogSegment.recover``) derives them batch by batch; else empty.
+        batches: The producer batches applied: what a replay costs, one step per batch.
+    """
+
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    batches: int = 0
+
+
 def replay_segment(
     producers: dict[int, ProducerEntry],
     segment: LogSegment,
@@ -502,21 +519,17 @@ def replay_segment(
     start: int,
     stop: int,
     open_txns: OpenTransactions | None = None,
-) -> list[AbortedTxn]:
+) -> Replayed:
     """Apply the producer batches of ``segment`` between byte ``position`` and ``end`` whose last offset
     lies in [start, stop).
 
     Args:
         open_txns: Kept up to date with the transactions the batches open and close, when given.
-
-    Returns:
-        With ``open_txns``, the ``.txnindex`` entries of the transactions the batches aborted, in log
-        order, as Kafka's recovery (``LogSegment.recover``) derives them batch by batch; else nothing.
     """
-    aborted: list[AbortedTxn] = []
+    replayed = Replayed()
     for chunk in segment.chunks(position, end, verify_crc=False):
-        _replay(producers, chunk, start, stop, open_txns, aborted)
-    return aborted
+        _replay(producers, chunk, start, stop, open_txns, replayed)
+    return replayed
 
 
 def _replay(
@@ -525,7 +538,7 @@ def _replay(
     start: int,
     end: int,
     open_txns: OpenTransactions | None,
-    aborted: list[AbortedTxn],
+    replayed: Replayed,
 ) -> None:
     """Apply the producer batches of ``chunk`` whose last offset lies in [start, end)."""
     e = chunk.entries
@@ -533,12 +546,14 @@ def _replay(
     producer_ids = e.producer_ids
     mask = (e.magics >= MAGIC_V2) & (producer_ids >= 0) & (last_offsets >= start) & (last_offsets < end)
     followed = e.is_transactional | e.is_control
-    for i in np.flatnonzero(mask).tolist():
+    applied = np.flatnonzero(mask).tolist()
+    replayed.batches += len(applied)
+    for i in applied:
         completed = apply_entry(producers, chunk.buf, e, i, int(last_offsets[i]))
         if open_txns is not None and followed[i]:
             entry = open_txns.follow(producers[int(producer_ids[i])], completed)
             if entry is not None:
-                aborted.append(entry)
+                replayed.aborted.append(entry)
 
 
 def apply_entry(
@@ -550,13 +565,13 @@ def apply_entry(
     attributes = int(entries.attributes[i]) if entries.magics[i] >= MAGIC_V2 else 0
     if attributes & CONTROL_FLAG_MASK:
         # An end-transaction marker closes the producer's transaction and carries the coordinator epoch.
-        marker = next(decode_entries(buf, entries.select(slice(i, i + 1)), topic="", partition=0), None)
+        marker = _control_record(buf, entries, i)
         previous = producers.get(int(entries.producer_ids[i]))
         marker_epoch = previous.coordinator_epoch if previous else -1
         if marker is not None:
-            control_type = control_record_type(marker.column("key")[0].as_py())
+            control_type = control_record_type(marker[0])
             if control_type in _END_MARKERS:
-                marker_epoch = parse_end_txn_marker_value(marker.column("value")[0].as_py())
+                marker_epoch = parse_end_txn_marker_value(marker[1])
                 marker_type = control_type
     return _apply_batch(
         producers,
@@ -567,3 +582,16 @@ def apply_entry(
         end_marker_coordinator_epoch=marker_epoch,
         end_marker_type=marker_type,
     )
+
+
+def _control_record(buf: np.ndarray, entries: EntryTable, i: int) -> tuple[bytes | None, bytes | None] | None:
+    """Key and value of control batch ``i``'s record: read in place (a replay meets a marker per
+    transaction), or decoded when the batch is compressed, which Kafka's own markers never are."""
+    position = int(entries.positions[i])
+    try:
+        return first_control_record(buf[position : position + int(entries.sizes[i])].tobytes())
+    except CorruptRecordError:
+        if not int(entries.attributes[i]) & CODEC_MASK:
+            raise
+    marker = next(decode_entries(buf, entries.select(slice(i, i + 1)), topic="", partition=0), None)
+    return None if marker is None else (marker.column("key")[0].as_py(), marker.column("value")[0].as_py())

@@ -28,10 +28,12 @@ from pysparklog.storage.producer_state import (
 from pysparklog.storage.records.memory_records import EntryTable
 from pysparklog.storage.transaction_index import AbortedTxn
 
-#: Offsets of log a process may replay to rebuild producer state before it snapshots the result at the log
+#: Producer batches a process may replay to rebuild producer state before it snapshots the result at the log
 #: end (besides the snapshot of every roll), so that the next process starts from there. Kafka's broker keeps
-#: the state in memory and needs no such snapshot; short-lived writers (a Spark task each) do.
-SNAPSHOT_AFTER_REPLAY = 100_000
+#: the state in memory and needs no such snapshot; short-lived writers (a Spark task each) do. Counted in
+#: batches, as a replay's cost is: a stream of one-record transactions adds two batches per micro-batch, and a
+#: replay of 10^5 offsets of them took each task tens of milliseconds.
+SNAPSHOT_AFTER_REPLAY = 200
 
 
 @dataclass(slots=True)
@@ -218,10 +220,10 @@ class ProducerStates:
             )
         else:
             bases = self._segments.list()
-            producers, replayed_from = self._tracker.load_replayed(
+            producers, replayed = self._tracker.load_replayed(
                 bases, state.active_base, state.active_size, state.log_end_offset, remove_unreadable=True
             )
-            if state.log_end_offset - replayed_from >= SNAPSHOT_AFTER_REPLAY:
+            if replayed >= SNAPSHOT_AFTER_REPLAY:
                 # The next process would replay it all again (every Spark task has a new producer): keep it.
                 self._tracker.write_snapshot(state.log_end_offset, producers, bases)
             cache = self._cache = ProducerCache(producers, 0, 0, 0, OpenTransactions.of(producers))

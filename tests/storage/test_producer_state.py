@@ -48,24 +48,31 @@ def test_a_long_replay_is_snapshotted_at_the_log_end_for_the_next_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each Spark task is a new writer that would replay the whole active segment: the first one to replay
-    more than ``SNAPSHOT_AFTER_REPLAY`` offsets keeps the result, and only the latest such snapshot stays."""
-    monkeypatch.setattr(producer_validation, "SNAPSHOT_AFTER_REPLAY", 50)
+    ``SNAPSHOT_AFTER_REPLAY`` producer batches or more keeps the result, and only the latest such snapshot stays.
+    Batches count, not offsets: a replay's cost is per batch."""
+    monkeypatch.setattr(producer_validation, "SNAPSHOT_AFTER_REPLAY", 5)
     logs = LogDirectory(tmp_path)
-    settings = BatchSettings(producer_id=3, producer_epoch=0, base_sequence=0, max_batch_bytes=500)
-    with logs.partition("t", 0) as log:
-        log.append_arrow(keyed_table(40), settings)
     directory = Path(tmp_path) / "t-0"
-    with logs.partition("t", 0) as log:  # a replay of 40 offsets: below the threshold
-        log.append_arrow(keyed_table(40, start=40), BatchSettings(producer_id=3, producer_epoch=0, base_sequence=40))
-    assert sorted(p.name for p in directory.glob("*.snapshot")) == []
-    with logs.partition("t", 0) as log:  # 80 offsets replayed: snapshotted at the log end, 80
-        log.append_arrow(keyed_table(40, start=80), BatchSettings(producer_id=3, producer_epoch=0, base_sequence=80))
-    assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{80:020d}.snapshot"]
-    assert decode_snapshot((directory / f"{80:020d}.snapshot").read_bytes())[0].last_sequence == 79
-    with logs.partition("t", 0) as log:  # replays 40 offsets from the snapshot: nothing new
-        log.append_arrow(keyed_table(40, start=120), BatchSettings(producer_id=3, producer_epoch=0, base_sequence=120))
-    assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{80:020d}.snapshot"]
-    with logs.partition("t", 0) as log:  # 80 offsets past it: a new one replaces it
-        log.append_arrow(keyed_table(1, start=160), BatchSettings(producer_id=3, producer_epoch=0, base_sequence=160))
-        assert log.log_end_offset == 161
-    assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{160:020d}.snapshot"]
+
+    def append_batches(first: int, count: int, records_per_batch: int = 1) -> None:
+        """``count`` one-batch appends by producer 3, from a new writer."""
+        with logs.partition("t", 0) as log:
+            for i in range(count):
+                offset = first + i * records_per_batch
+                settings = BatchSettings(producer_id=3, producer_epoch=0, base_sequence=offset)
+                log.append_arrow(keyed_table(records_per_batch, start=offset), settings)
+
+    def snapshots() -> list[str]:
+        return sorted(p.name for p in directory.glob("*.snapshot"))
+
+    append_batches(0, 4)
+    append_batches(4, 1)  # a replay of 4 batches: below the threshold
+    assert snapshots() == []
+    append_batches(5, 1, records_per_batch=100)  # 5 batches replayed: snapshotted at the log end it found, 5
+    assert snapshots() == [f"{5:020d}.snapshot"]
+    assert decode_snapshot((directory / f"{5:020d}.snapshot").read_bytes())[0].last_sequence == 4
+    append_batches(105, 1)  # replays 1 batch of 100 offsets from the snapshot: nothing new
+    append_batches(106, 3)  # 2 batches
+    assert snapshots() == [f"{5:020d}.snapshot"]
+    append_batches(109, 1)  # 5 batches past it: a new one replaces it
+    assert snapshots() == [f"{109:020d}.snapshot"]

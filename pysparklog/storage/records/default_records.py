@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import crc32c as _crc32c
 
 from pysparklog.errors import CorruptRecordError
-from pysparklog.storage.records.codecs import Codec
+from pysparklog.storage.records.codecs import CODEC_MASK, Codec
 
 MAGIC_V2 = 2
 
@@ -194,6 +194,57 @@ class LeaderChange:
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _UVARINT_MAX_BYTES = 5  # Kafka's unsigned varints are 32-bit
+_VARLONG_MAX_BYTES = 10  # a signed 64-bit varint, zigzag-encoded
+
+
+def _zigzag_varint(data: bytes, position: int) -> tuple[int, int]:
+    """The signed (zigzag) varint at ``position`` of a record, and the position after it."""
+    value = 0
+    for i in range(_VARLONG_MAX_BYTES):
+        if position >= len(data):
+            raise CorruptRecordError(f"a varint runs past the end of a {len(data)}-byte record batch")
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << (7 * i)
+        if byte < 0x80:
+            return (value >> 1) ^ -(value & 1), position
+    raise CorruptRecordError(f"a varint is longer than {_VARLONG_MAX_BYTES} bytes")
+
+
+def _length_prefixed(data: bytes, position: int) -> tuple[bytes | None, int]:
+    """A record's key or value (its varint length, -1 for null, then the bytes) and the position after it."""
+    length, position = _zigzag_varint(data, position)
+    if length < 0:
+        return None, position
+    if position + length > len(data):
+        raise CorruptRecordError(f"a {length}-byte field runs past the end of a {len(data)}-byte record batch")
+    return data[position : position + length], position + length
+
+
+def first_control_record(batch: bytes) -> tuple[bytes | None, bytes | None] | None:
+    """Key and value of the first record of an uncompressed control batch, read in place: an end-transaction
+    marker needs no decoding of the whole batch to Arrow. None for a batch without records.
+
+    Record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint, keyLength varint,
+    key, valueLength varint, value, headers.
+
+    Raises:
+        CorruptRecordError: The batch is compressed (callers decode those) or its record runs past its end.
+    """
+    if len(batch) < RECORDS_OFFSET:
+        raise CorruptRecordError(f"a control batch of {len(batch)} bytes is shorter than its header")
+    attributes = _INT16.unpack_from(batch, ATTRIBUTES_OFFSET)[0]
+    count = _INT32.unpack_from(batch, RECORDS_COUNT_OFFSET)[0]
+    if attributes & CODEC_MASK:
+        raise CorruptRecordError("a compressed control batch is not read in place")
+    if count <= 0:
+        return None
+    _, position = _zigzag_varint(batch, RECORDS_OFFSET)  # the record's length
+    _, position = _zigzag_varint(batch, position + 1)  # after attributes: timestampDelta
+    _, position = _zigzag_varint(batch, position)  # offsetDelta
+    key, position = _length_prefixed(batch, position)
+    value, _ = _length_prefixed(batch, position)
+    return key, value
 
 
 class _FlexibleMessageReader:

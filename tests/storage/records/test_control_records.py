@@ -15,6 +15,7 @@ from pysparklog.storage.records.default_records import (
     control_record_type,
     control_record_type_id,
     end_txn_marker,
+    first_control_record,
     parse_end_txn_marker_value,
     parse_leader_change_value,
 )
@@ -84,3 +85,38 @@ def test_leader_change_values() -> None:
             parse_leader_change_value(broken)
     with pytest.raises(CorruptRecordError, match="null value"):
         parse_leader_change_value(None)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        end_txn_marker(ControlRecordType.COMMIT, coordinator_epoch=7),
+        end_txn_marker(ControlRecordType.ABORT, coordinator_epoch=2**31 - 1),
+        (end_txn_marker(ControlRecordType.COMMIT, 0)[0], b"v" * 300),  # a value length of two varint bytes
+    ],
+)
+def test_a_control_record_is_read_in_place_as_decoding_reads_it(key: bytes, value: bytes) -> None:
+    """``first_control_record`` (what a producer-state replay uses for every marker) agrees with the decoder."""
+    data = encode_control_batch(key, value, MARKER_SETTINGS, now_ms=77).data.tobytes()
+    assert first_control_record(data) == (key, value)
+    (record,) = decode(data).to_pylist()
+    assert (record["key"], record["value"]) == (key, value)
+
+
+def test_a_damaged_control_record_is_refused_in_place() -> None:
+    key, value = end_txn_marker(ControlRecordType.COMMIT, coordinator_epoch=7)
+    data = encode_control_batch(key, value, MARKER_SETTINGS, now_ms=77).data.tobytes()
+    with pytest.raises(CorruptRecordError, match="runs past the end"):
+        first_control_record(data[:-8])  # the value cut short
+    with pytest.raises(CorruptRecordError, match="shorter than its header"):
+        first_control_record(data[:40])
+    looping = data[:61] + b"\xff" * 12  # a varint that never ends
+    with pytest.raises(CorruptRecordError, match="longer than 10 bytes"):
+        first_control_record(looping)
+    compressed = bytearray(data)
+    compressed[22] |= 0x04  # attributes' low byte: lz4
+    with pytest.raises(CorruptRecordError, match="compressed"):
+        first_control_record(bytes(compressed))
+    empty = bytearray(data)
+    empty[57:61] = (0).to_bytes(4, "big")
+    assert first_control_record(bytes(empty)) is None
