@@ -27,7 +27,7 @@ import json
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -40,6 +40,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -118,7 +119,10 @@ class PySparkLogDataSource(DataSource):
         # raised here reaches the user as "UnboundLocalError: cannot access local variable 'reader'", ours only in
         # its context. Raised by the reader at Spark's first call instead, it is the query's error.
         try:
-            return PySparkLogStreamReader(self._options(streaming=True, schema=schema))
+            options = self._options(streaming=True, schema=schema)
+            if options.driver_read_max_offsets > 0:
+                return DriverReadingStreamReader(options)
+            return PySparkLogStreamReader(options)
         except Exception as error:  # noqa: BLE001 (every error: each would be hidden the same way)
             return _FailedStreamReader(error)
 
@@ -479,6 +483,47 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _forget_start(self) -> None:
         self._start_storage.delete(self._start_file())
+
+
+class DriverReadingStreamReader(PySparkLogStreamReader, _SimpleStreamReaderWrapper):
+    """The stream reader that reads small micro-batches on the driver (``driverReadMaxOffsets``).
+
+    A Python source's micro-batch normally costs a task that starts a Python worker to read it, tens of
+    milliseconds however few its records. For its simple stream readers PySpark has a cheaper path: the
+    driver's source worker sends the records along with the micro-batch's single partition, Spark keeps them
+    in its block manager, and the task reads them from there without Python. PySpark takes that path for
+    instances of its wrapper of simple readers only (``pyspark.sql.datasource_internal``), so this reader is
+    one, and takes it for micro-batches of at most ``driverReadMaxOffsets`` offsets; larger ones are planned
+    as tasks as usual. What the wrapper changes besides: PySpark does not ask it for ``reportLatestOffset``,
+    so the query's progress has no ``latestOffset`` for this source.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        self._driver_read: RangesPartition | None = None  # the micro-batch ``partitions`` planned to read here
+        # What PySpark's runner asks of a wrapper for ``Trigger.AvailableNow``: the reader itself is one.
+        self.simple_reader = self  # type: ignore[assignment]
+
+    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[InputPartition]:
+        planned = super().partitions(start, end)
+        self._driver_read = self._read_on_driver(planned)
+        return planned if self._driver_read is None else [self._driver_read]
+
+    def getCache(  # noqa: N802 (PySpark's name)
+        self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
+    ) -> Iterator[pa.RecordBatch] | None:
+        """The records of the micro-batch ``partitions`` just planned, when it is read here; None otherwise."""
+        return None if self._driver_read is None else read_ranges(self._driver_read)
+
+    def _read_on_driver(self, planned: list[InputPartition]) -> RangesPartition | None:
+        """The micro-batch as one partition when it is small enough to read here."""
+        tasks = [p for p in planned if isinstance(p, RangesPartition)]
+        if not tasks or len(tasks) != len(planned):
+            return None
+        ranges = tuple(r for task in tasks for r in task.ranges)
+        if sum(r.end - r.start for r in ranges) > self.options.driver_read_max_offsets:
+            return None
+        return replace(tasks[0], ranges=ranges)
 
 
 class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

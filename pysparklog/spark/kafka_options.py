@@ -66,6 +66,9 @@ KAFKA_GROUP_ID = "kafka.group.id"
 ASSIGNOR = "assignor"
 PATH = "path"
 INITIAL_OFFSETS_LOCATION = "initialOffsetsLocation"
+DRIVER_READ_MAX_OFFSETS = "driverReadMaxOffsets"
+#: Micro-batches of up to this many offsets are read on the driver by default (see ``driver_read_max_offsets``).
+DEFAULT_DRIVER_READ_MAX_OFFSETS = 10_000
 
 #: Every option the source reads, as the guide spells them (matching ignores case).
 SOURCE_OPTIONS: tuple[str, ...] = (
@@ -93,6 +96,7 @@ SOURCE_OPTIONS: tuple[str, ...] = (
     ASSIGNOR,
     PATH,
     INITIAL_OFFSETS_LOCATION,
+    DRIVER_READ_MAX_OFFSETS,
 )
 
 #: Spark Kafka source options that tune the broker connection; accepted and ignored, as are other ``kafka.*``.
@@ -216,6 +220,9 @@ class SourceOptions:
         assignor: The assignor's protocol name that puts ranges on Spark tasks (``range`` by default).
         initial_offsets_location: Where the adapter keeps a new query's resolved starting offsets until its
             first micro-batch commits; ``None`` for its default.
+        driver_read_max_offsets: A micro-batch of at most this many offsets is read by the driver while Spark
+            plans it and handed to Spark with the plan, which saves its task a Python worker: the latency of
+            small micro-batches. 0 never does; a batch query ignores it.
         ignored_options: The options accepted for compatibility and ignored, as the caller spelled them.
         warnings: What the adapter should log: options ignored in batch queries or overridden by others.
         storage_settings: The ``storage.<key>`` options: the object store's settings for this query.
@@ -240,6 +247,7 @@ class SourceOptions:
     group_id: str | None = None
     assignor: str = "range"
     initial_offsets_location: str | None = None
+    driver_read_max_offsets: int = DEFAULT_DRIVER_READ_MAX_OFFSETS
     ignored_options: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     storage_settings: StorageSettings = ()
@@ -311,7 +319,7 @@ class SourceOptions:
                 f"({max_offsets}); accepted: {MIN_OFFSETS_PER_TRIGGER} <= {MAX_OFFSETS_PER_TRIGGER}"
             )
         if not streaming:
-            for name in (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY):
+            for name in (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY, DRIVER_READ_MAX_OFFSETS):
                 if name in given:
                     warnings.append(f"{name} option ignored in batch queries")
             max_offsets = min_offsets = None
@@ -337,6 +345,9 @@ class SourceOptions:
             group_id=_group_id(given),
             assignor=_assignor(given),
             initial_offsets_location=_optional(given, INITIAL_OFFSETS_LOCATION, parse_non_empty),
+            driver_read_max_offsets=_optional(
+                given, DRIVER_READ_MAX_OFFSETS, _non_negative_long, default=DEFAULT_DRIVER_READ_MAX_OFFSETS
+            ),
             ignored_options=tuple(ignored),
             warnings=tuple(warnings),
             storage_settings=storage_settings(options),
@@ -611,6 +622,15 @@ def parse_boolean(name: str, value: str) -> bool:
 
 def _positive_long(name: str, value: str) -> int:
     return _bounded_integer(name, value, LONG_MAX, "a positive integer (at most 9223372036854775807)")
+
+
+def _non_negative_long(name: str, value: str) -> int:
+    text = value.strip()
+    if not _LONG.fullmatch(text) or not 0 <= int(text) <= LONG_MAX:
+        raise InvalidConfigError(
+            f"{name} = {value!r} is invalid; accepted: 0 or a positive integer (at most 9223372036854775807)"
+        )
+    return int(text)
 
 
 def _positive_int(name: str, value: str) -> int:

@@ -3,7 +3,9 @@
 Spark's Kafka source reports these as source metrics; a Python data source cannot add metrics to
 the progress, but each progress event carries the source's end offset of the micro-batch and its
 latest offset (``reportLatestOffset``). ``OffsetsBehindLatestListener`` turns the two into the same
-three numbers, per query and source, as a ``StreamingQueryListener``.
+three numbers, per query and source, as a ``StreamingQueryListener``. A pysparklog source reports its
+latest offset with ``driverReadMaxOffsets=0`` only: PySpark does not ask a source that reads small
+micro-batches on the driver.
 
 Example:
     >>> listener = OffsetsBehindLatestListener()
@@ -74,6 +76,7 @@ class OffsetsBehindLatestListener(StreamingQueryListener):
         self._on_progress = on_progress or _log_progress
         self._lock = threading.Lock()
         self._latest: dict[str, dict[str, OffsetsBehindLatest]] = {}
+        self._unreported: set[tuple[str, str]] = set()
 
     def latest(self, query_id: Any) -> dict[str, OffsetsBehindLatest]:
         """The last metrics of each source of the query (by its id), by source description."""
@@ -87,6 +90,8 @@ class OffsetsBehindLatestListener(StreamingQueryListener):
         progress = event.progress
         for source in progress.sources:
             end, latest = _offsets(source.endOffset), _offsets(source.latestOffset)
+            if end is not None and latest is None:
+                self._warn_unreported(str(progress.id), source.description)
             if end is None or latest is None:
                 continue
             metrics = offsets_behind_latest(end, latest)
@@ -95,6 +100,20 @@ class OffsetsBehindLatestListener(StreamingQueryListener):
             with self._lock:
                 self._latest.setdefault(str(progress.id), {})[source.description] = metrics
             self._on_progress(str(progress.id), source.description, metrics)
+
+    def _warn_unreported(self, query_id: str, description: str) -> None:
+        """Once per query and source: Kafka-shaped offsets without a latest offset to compare them with."""
+        with self._lock:
+            if (query_id, description) in self._unreported:
+                return
+            self._unreported.add((query_id, description))
+        _log.warning(
+            "query %s, %s: no latestOffset in its progress, so no offsets behind latest; a pysparklog source "
+            "reports it with option driverReadMaxOffsets=0 (PySpark does not ask a source that reads small "
+            "micro-batches on the driver)",
+            query_id,
+            description,
+        )
 
     def onQueryIdle(self, event: Any) -> None:
         pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -36,6 +37,7 @@ def test_a_running_query_reports_how_far_it_is_behind(spark: SparkSession, tmp_p
             .option("subscribe", "lagging")
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", "12")
+            .option("driverReadMaxOffsets", "0")  # PySpark asks only such a source for its latest offsets
             .load(str(tmp_path / "logs"))
         )
         query = (
@@ -56,3 +58,20 @@ def test_a_running_query_reports_how_far_it_is_behind(spark: SparkSession, tmp_p
     assert (first.min, first.max, first.avg) == (4, 20, 12.0)
     assert heard[-1][1] == OffsetsBehindLatest(0, 0, 0.0)
     assert list(listener.latest(query.id).values()) == [heard[-1][1]]
+
+
+def test_a_source_without_latest_offsets_is_named_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A pysparklog source reading small micro-batches on the driver reports no latest offset (PySpark does not
+    ask it): the listener says why there are no metrics, once per query and source, and reports none."""
+    heard: list[OffsetsBehindLatest] = []
+    listener = OffsetsBehindLatestListener(lambda query, source, metrics: heard.append(metrics))
+    source = SimpleNamespace(description="pysparklog", endOffset='{"t": {"0": 5}}', latestOffset=None)
+    event = SimpleNamespace(progress=SimpleNamespace(id="q1", sources=[source]))
+    with caplog.at_level("WARNING", logger="pysparklog.spark.lag"):
+        listener.onQueryProgress(event)
+        listener.onQueryProgress(event)
+    assert heard == []
+    assert [r.getMessage().count("driverReadMaxOffsets=0") for r in caplog.records] == [1]
+    source.latestOffset = '{"t": {"0": 9}}'
+    listener.onQueryProgress(event)
+    assert heard == [OffsetsBehindLatest(4, 4, 4.0)]

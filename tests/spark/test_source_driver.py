@@ -7,17 +7,29 @@ No SparkSession is started, so this module is not marked ``spark``.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import pickle
+import struct
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from pyspark.serializers import SpecialLengths
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from pysparklog import LogDirectory
-from pysparklog.datasource_v2 import PySparkLogStreamReader, RangesPartition, read_ranges
-from pysparklog.errors import DataLossError
+from pysparklog.datasource_v2 import (
+    DriverReadingStreamReader,
+    PySparkLogDataSource,
+    PySparkLogStreamReader,
+    RangesPartition,
+    read_ranges,
+)
+from pysparklog.errors import DataLossError, InvalidConfigError
 from pysparklog.offsets import OffsetStore
+from pysparklog.spark.arrow import source_schema
 from pysparklog.spark.kafka_options import SourceOptions
 from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
@@ -271,3 +283,63 @@ def test_read_ranges_fails_or_skips_removed_offsets(tmp_path: Path) -> None:
     assert [o for batch in read_ranges(lenient) for o in batch.column("offset").to_pylist()] == [6, 7]
     gone = RangesPartition(str(tmp_path), (OffsetRange(T0, 1, 4),), False, False, False)
     assert list(read_ranges(gone)) == []
+
+
+# -- small micro-batches read on the driver ------------------------------------------------------------------------
+
+
+def _int(stream: io.BytesIO) -> int:
+    """A 4-byte big-endian int, as PySpark's runner frames its answers."""
+    return int(struct.unpack(">i", stream.read(4))[0])
+
+
+def _plan_through_pysparks_runner(
+    source: PySparkLogStreamReader, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
+) -> tuple[list[object], list[pa.RecordBatch]]:
+    """What PySpark's own stream runner (``partitions_func``, which the JVM calls to plan a micro-batch) sends
+    back: the partitions, and the records it sends with them (none when the tasks are to read them)."""
+    from pyspark.sql.streaming import python_streaming_source_runner as runner
+
+    request = io.BytesIO()
+    for offsets in (start, end):
+        text = json.dumps(offsets).encode()
+        request.write(struct.pack(">i", len(text)) + text)
+    request.seek(0)
+    answer = io.BytesIO()
+    data_source = PySparkLogDataSource({"path": "unused", "subscribe": "t"})
+    runner.partitions_func(source, data_source, source_schema(False), 10_000, request, answer)
+    answer.seek(0)
+    partitions = [pickle.loads(answer.read(_int(answer))) for _ in range(_int(answer))]
+    flag = _int(answer)
+    if flag == runner.PREFETCHED_RECORDS_NOT_FOUND:
+        return partitions, []
+    assert flag == runner.NON_EMPTY_PYARROW_RECORD_BATCHES
+    assert _int(answer) == SpecialLengths.START_ARROW_STREAM
+    return partitions, list(pa.ipc.open_stream(answer))
+
+
+def test_a_small_micro_batch_goes_to_spark_with_its_plan(uneven: Path) -> None:
+    """A micro-batch of at most ``driverReadMaxOffsets`` offsets is read by the driver and handed to Spark with
+    its single partition, through PySpark's own runner; a larger one is planned as tasks that read it."""
+    options = SourceOptions.parse({"path": str(uneven), "subscribe": "t", "driverReadMaxOffsets": "20"}, streaming=True)
+    source = DriverReadingStreamReader(options)
+    start, small = {"t": {"0": 0, "1": 0, "2": 0}}, {"t": {"0": 10, "1": 5, "2": 1}}
+    partitions, batches = _plan_through_pysparks_runner(source, start, small)
+    (partition,) = partitions
+    assert isinstance(partition, RangesPartition)
+    expected = pa.Table.from_batches(list(read_ranges(partition)))
+    assert pa.Table.from_batches(batches).to_pylist() == expected.to_pylist()
+    assert sorted(zip(expected["partition"].to_pylist(), expected["offset"].to_pylist(), strict=True)) == [
+        (p, o) for p, end in ((0, 10), (1, 5), (2, 1)) for o in range(end)
+    ]
+    partitions, batches = _plan_through_pysparks_runner(source, start, {"t": {"0": 101, "1": 11, "2": 1}})
+    assert batches == [] and len(partitions) >= 1
+    assert all(isinstance(p, RangesPartition) for p in partitions)
+
+
+def test_driver_reads_are_refused_with_zero_and_bad_values_named() -> None:
+    given = {"path": "/logs", "subscribe": "t"}
+    assert SourceOptions.parse(given, streaming=True).driver_read_max_offsets == 10_000
+    assert SourceOptions.parse(given | {"driverReadMaxOffsets": "0"}, streaming=True).driver_read_max_offsets == 0
+    with pytest.raises(InvalidConfigError, match=r"driverReadMaxOffsets = '-1' is invalid; accepted: 0 or a positive"):
+        SourceOptions.parse(given | {"driverReadMaxOffsets": "-1"}, streaming=True)

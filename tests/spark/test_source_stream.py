@@ -38,13 +38,25 @@ def offsets(topic: str, partition: int, first: int, end: int) -> list[tuple[str,
 # -- admission control -------------------------------------------------------------------------------------
 
 
+#: Both ways a micro-batch is read: by the driver while Spark plans it (small ones, by default), or by tasks.
+READ_PATHS = pytest.mark.parametrize("driver_read_max_offsets", ["10000", "0"], ids=["driver-read", "task-read"])
+
+
+@READ_PATHS
 def test_available_now_with_max_offsets_runs_three_batches_then_stops(
-    spark: SparkSession, tmp_path: Path, queries: list[StreamingQuery]
+    spark: SparkSession, tmp_path: Path, queries: list[StreamingQuery], driver_read_max_offsets: str
 ) -> None:
     """Scenario 10: 15 records, ``maxOffsetsPerTrigger=5``: exactly three micro-batches, then the query ends."""
     make_topic(tmp_path / "logs", "t", [15])
     sink = BatchCollector()
-    df = stream(spark, tmp_path / "logs", subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger="5").load()
+    df = stream(
+        spark,
+        tmp_path / "logs",
+        subscribe="t",
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="5",
+        driverReadMaxOffsets=driver_read_max_offsets,
+    ).load()
     query = start(queries, df, tmp_path / "ckpt", sink, availableNow=True)
     assert query.awaitTermination(120)
     assert query.exception() is None
@@ -359,13 +371,22 @@ def test_with_a_group_id_the_groups_offsets_follow_the_query(
     assert sink.rows() == offsets("t", 1, 5, 7)
 
 
+@READ_PATHS
 def test_read_committed_streams_only_committed_transactions(
-    spark: SparkSession, tmp_path: Path, queries: list[StreamingQuery]
+    spark: SparkSession, tmp_path: Path, queries: list[StreamingQuery], driver_read_max_offsets: str
 ) -> None:
-    """An open transaction holds back everything after its first offset; aborted records never show."""
+    """An open transaction holds back everything after its first offset; aborted records never show. A
+    micro-batch may hold nothing but markers and aborted records: read on the driver too, it has no rows."""
     logs = transactions(tmp_path / "logs")  # 0-1, commit 2-3, abort 4-5, markers 6-7, 8-9, open 10-11, 12-13
     sink = BatchCollector()
-    df = stream(spark, tmp_path / "logs", subscribe="tx", startingOffsets="earliest", isolation_level="read_committed")
+    df = stream(
+        spark,
+        tmp_path / "logs",
+        subscribe="tx",
+        startingOffsets="earliest",
+        isolation_level="read_committed",
+        driverReadMaxOffsets=driver_read_max_offsets,
+    )
     query = start(queries, df.load(), tmp_path / "ckpt", sink)
     query.processAllAvailable()
     assert sink.rows() == [("tx", 0, o) for o in (0, 1, 2, 3, 8, 9)]
@@ -376,4 +397,10 @@ def test_read_committed_streams_only_committed_transactions(
     end_transaction(logs, 4, ControlRecordType.ABORT)
     append(logs, "tx", 0, 1)
     query.processAllAvailable()
+    assert sink.rows() == [("tx", 0, o) for o in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 17)]
+    append(logs, "tx", 0, 1, settings=transaction(5))  # a micro-batch of an aborted record and its marker
+    end_transaction(logs, 5, ControlRecordType.ABORT)
+    query.processAllAvailable()
+    last = query.lastProgress
+    assert last is not None and last["sources"][0]["endOffset"] == json.dumps({"tx": {"0": 20}})
     assert sink.rows() == [("tx", 0, o) for o in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 17)]
