@@ -57,6 +57,7 @@ import pyspark.sql.functions as F  # noqa: N812 (Spark's convention)
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from benchmarks.bench_sink import NullSink
 from benchmarks.bench_source import SyntheticArrowSource
 from benchmarks.common import local_spark, use_cores
 from pysparklog.producer import Producer, ProducerConfig
@@ -329,12 +330,7 @@ class _Run:
         copy = side.read(self.spark.readStream, _COPY_IN).select("key", "value")
         writer = side.write(copy.writeStream.option("checkpointLocation", self.checkpoint()), _COPY_OUT)
         with _running(writer) as query:
-            send = side.sender()
-            first = time.monotonic()
-            for i in range(records):
-                time.sleep(max(0.0, first + i * LATENCY_INTERVAL_S - time.monotonic()))
-                now_ms = time.time_ns() // 1_000_000
-                send(_COPY_IN, str(now_ms).encode(), now_ms)
+            _send_paced(side.sender(), records)
             deadline = time.monotonic() + LATENCY_DRAIN_TIMEOUT_S
             while side.records(_COPY_OUT, 1) < records:
                 if query.exception() is not None or time.monotonic() > deadline:
@@ -353,6 +349,26 @@ class _Run:
         appended = np.array([row["appended"] for row in rows], np.int64)
         order = np.argsort(created)
         return (appended[order] - created[order])[LATENCY_WARM_UP_RECORDS:], durations
+
+    def sink_floor(self, side: _Pysparklog, records: int) -> Durations:
+        """The copy's micro-batches with rows when its sink is a Python sink that drops its batches: what Spark's
+        Python sink machinery costs whatever the sink does, with the same source and the same pace."""
+        copy = side.read(self.spark.readStream, _COPY_IN).select("key", "value")
+        writer = copy.writeStream.format(NullSink.name()).option("checkpointLocation", self.checkpoint())
+        with _running(writer) as query:
+            _send_paced(side.sender(), records)
+            time.sleep(1.0)  # the last records' micro-batch
+            # The first micro-batch reads what the latency copy left in the topic.
+            return Durations.of([p for p in query.recentProgress if p["numInputRows"] > 0][1:])
+
+
+def _send_paced(send: Callable[[str, bytes, int], None], records: int) -> None:
+    """Send ``records`` records to the copy's input, one every ``LATENCY_INTERVAL_S``, each value its CreateTime."""
+    first = time.monotonic()
+    for i in range(records):
+        time.sleep(max(0.0, first + i * LATENCY_INTERVAL_S - time.monotonic()))
+        now_ms = time.time_ns() // 1_000_000
+        send(_COPY_IN, str(now_ms).encode(), now_ms)
 
 
 @contextmanager
@@ -408,7 +424,7 @@ def measure(records: int, latency_records: int) -> list[Comparison]:
         with KafkaBroker.started(Path(root) / "kafka") as broker:
             kafka, ours = _Kafka(broker), _Pysparklog(os.path.join(root, "logs"))
             spark = local_spark(
-                "pysparklog-bench-peer", SLOTS, (SyntheticArrowSource,), {"spark.jars.packages": KAFKA_PACKAGE}
+                "pysparklog-bench-peer", SLOTS, (SyntheticArrowSource, NullSink), {"spark.jars.packages": KAFKA_PACKAGE}
             )
             try:
                 return _measure(_Run(spark, root), kafka, ours, records, latency_records)
@@ -433,6 +449,7 @@ def _measure(run: _Run, kafka: _Kafka, ours: _Pysparklog, records: int, latency_
     tiny = [run.micro_batches(run.tiny_stream(side)) for side in sides]
     trivial = run.micro_batches(run.trivial_stream())
     copies = [run.latencies(side, latency_records) for side in sides]
+    sink_floor = run.sink_floor(ours, latency_records // 2)
     p50, p99 = ([float(np.percentile(ms, q)) for ms, _ in copies] for q in (50, 99))
     copy = [durations for _, durations in copies]
     millions = f"{records / 1e6:g} M"
@@ -474,6 +491,14 @@ def _measure(run: _Run, kafka: _Kafka, ours: _Pysparklog, records: int, latency_
             copy[1].over(copy[0]),
         ),
         Comparison("of which, phase by phase (median ms)", copy[0].breakdown(), copy[1].breakdown(), "-"),
+        Comparison(
+            "the floor: pysparklog's copy into a Python sink that drops its batches, triggerExecution / addBatch "
+            f"({sink_floor.micro_batches} micro-batches)",
+            "-",
+            str(sink_floor),
+            sink_floor.over(copy[0]),
+        ),
+        Comparison("of which, phase by phase (median ms)", "-", sink_floor.breakdown(), "-"),
     ]
 
 
