@@ -306,6 +306,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         )
         self._offsets: OffsetStore | None = None  # with group.id, opened on the driver at first use
         self._initial: Offsets | None = None  # the start this reader gave, while kept for a restart
+        self._start_forgotten = False  # no start file of this query is left: nothing to delete per micro-batch
         self._committed: Offsets | None = None  # the offsets the micro-batches are known committed to
 
     # -- offsets ------------------------------------------------------------------------------
@@ -404,8 +405,9 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return
         self._commit_to_group(offsets)
         self._committed = offsets
-        if offsets != self._initial:  # also a reader resumed from a checkpoint: its first run's file may be left
-            self._forget_start()
+        if offsets != self._initial and not self._start_forgotten:
+            self._forget_start()  # also a reader resumed from a checkpoint: its first run's file may be left
+            self._start_forgotten = True
             self._initial = None
 
     def _earliest(self, tp: TopicPartition) -> int:
@@ -480,6 +482,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             self._commit_to_group(start)
             return
         self._start_storage.put(self._start_file(), json.dumps(offsets_to_dict(start)).encode())
+        self._start_forgotten = False
 
     def _forget_start(self) -> None:
         self._start_storage.delete(self._start_file())

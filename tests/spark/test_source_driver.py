@@ -94,6 +94,22 @@ def test_a_timestamp_start_survives_a_restart_and_is_forgotten_once_a_batch_is_c
     assert foreign_entries(tmp_path) == []
 
 
+def test_the_start_is_forgotten_once_not_at_every_micro_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deleting the kept start is a request on an object store: once it is gone, later commits do not ask again;
+    a reader resumed from a checkpoint (no ``initialOffset``) deletes what its first run may have left, once."""
+    logs = make_topic(tmp_path, "t", [3])
+    for resumed in (False, True):
+        source = reader(tmp_path, startingOffsets="earliest")
+        if not resumed:
+            source.initialOffset()
+        deletes: list[str] = []
+        monkeypatch.setattr(source._start_storage, "delete", deletes.append)
+        for end in (1, 2, 3):
+            append(logs, "t", 0, 1)
+            source.commit({"t": {"0": end}})
+        assert len(deletes) == 1
+
+
 def test_initial_offsets_location_keeps_the_start_outside_the_log_directory(tmp_path: Path) -> None:
     logs = make_topic(tmp_path / "logs", "t", [2])
     kept = tmp_path / "kept"
