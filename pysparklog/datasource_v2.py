@@ -496,9 +496,10 @@ class DriverReadingStreamReader(PySparkLogStreamReader, _SimpleStreamReaderWrapp
     driver's source worker sends the records along with the micro-batch's single partition, Spark keeps them
     in its block manager, and the task reads them from there without Python. PySpark takes that path for
     instances of its wrapper of simple readers only (``pyspark.sql.datasource_internal``), so this reader is
-    one, and takes it for micro-batches of at most ``driverReadMaxOffsets`` offsets; larger ones are planned
-    as tasks as usual. What the wrapper changes besides: PySpark does not ask it for ``reportLatestOffset``,
-    so the query's progress has no ``latestOffset`` for this source.
+    one, and takes it for micro-batches of at most ``driverReadMaxOffsets`` offsets, unless ``minPartitions``
+    asks for several tasks; other micro-batches are planned as tasks as usual. What the wrapper changes
+    besides: PySpark does not ask it for ``reportLatestOffset``, so the query's progress has no
+    ``latestOffset`` for this source.
     """
 
     def __init__(self, options: SourceOptions) -> None:
@@ -519,7 +520,10 @@ class DriverReadingStreamReader(PySparkLogStreamReader, _SimpleStreamReaderWrapp
         return None if self._driver_read is None else read_ranges(self._driver_read)
 
     def _read_on_driver(self, planned: list[InputPartition]) -> RangesPartition | None:
-        """The micro-batch as one partition when it is small enough to read here."""
+        """The micro-batch as one partition when it is small enough to read here, and no ``minPartitions``
+        asks for more than one task."""
+        if (self.options.min_partitions or 1) > 1:
+            return None
         tasks = [p for p in planned if isinstance(p, RangesPartition)]
         if not tasks or len(tasks) != len(planned):
             return None

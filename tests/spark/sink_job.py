@@ -237,7 +237,11 @@ def storage_options() -> dict[str, str]:
     return options
 
 
-def source(spark: SparkSession, log_dir: str, max_offsets: int, min_partitions: str | None = None) -> DataFrame:
+def source(
+    spark: SparkSession, log_dir: str, max_offsets: int, min_partitions: str | None = None, *, tasks_read: bool = False
+) -> DataFrame:
+    """The input stream; ``tasks_read`` keeps small micro-batches' reads on tasks (``driverReadMaxOffsets=0``),
+    one per input partition, where a scenario names a task."""
     reader = (
         spark.readStream.format("pysparklog")
         .options(**storage_options())
@@ -246,6 +250,8 @@ def source(spark: SparkSession, log_dir: str, max_offsets: int, min_partitions: 
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_offsets))
     )
+    if tasks_read:
+        reader = reader.option("driverReadMaxOffsets", "0")
     if min_partitions is not None:
         reader = reader.option("minPartitions", min_partitions)
     return reader.load()
@@ -270,7 +276,7 @@ def main(argv: list[str]) -> int:
     elif mode == "flaky":
         markers = argv[3]
         spark = session("local[2,4]", **{"spark.sql.execution.arrow.maxRecordsPerBatch": str(FLAKY_ARROW_ROWS)})
-        passed = source(spark, log_dir, MAX_FLAKY_OFFSETS_PER_TRIGGER).select("key", "value")
+        passed = source(spark, log_dir, MAX_FLAKY_OFFSETS_PER_TRIGGER, tasks_read=True).select("key", "value")
         df = passed.mapInArrow(FlakyPassThrough(log_dir, markers), passed.schema)
     elif mode in ("run", "finish"):
         spark = session("local[2]")

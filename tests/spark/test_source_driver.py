@@ -351,6 +351,10 @@ def test_a_small_micro_batch_goes_to_spark_with_its_plan(uneven: Path) -> None:
     partitions, batches = _plan_through_pysparks_runner(source, start, {"t": {"0": 101, "1": 11, "2": 1}})
     assert batches == [] and len(partitions) >= 1
     assert all(isinstance(p, RangesPartition) for p in partitions)
+    given = {"path": str(uneven), "subscribe": "t", "driverReadMaxOffsets": "20", "minPartitions": "2"}
+    several_tasks = DriverReadingStreamReader(SourceOptions.parse(given, streaming=True))
+    partitions, batches = _plan_through_pysparks_runner(several_tasks, start, small)
+    assert batches == [] and len(partitions) == 3  # minPartitions asks for tasks: they read
 
 
 def test_driver_reads_are_refused_with_zero_and_bad_values_named() -> None:
