@@ -241,7 +241,7 @@ def source(
     spark: SparkSession, log_dir: str, max_offsets: int, min_partitions: str | None = None, *, tasks_read: bool = False
 ) -> DataFrame:
     """The input stream; ``tasks_read`` keeps small micro-batches' reads on tasks (``driverReadMaxOffsets=0``),
-    one per input partition, where a scenario names a task."""
+    one per input partition, where a scenario names a task or needs several transactions."""
     reader = (
         spark.readStream.format("pysparklog")
         .options(**storage_options())
@@ -270,7 +270,7 @@ def main(argv: list[str]) -> int:
         spark.dataSource.register(CrashingDataSource)
         sink = CrashingDataSource.name()
         min_partitions = argv[4] if len(argv) > 4 else None
-        df = source(spark, log_dir, MAX_OFFSETS_PER_TRIGGER, min_partitions).selectExpr(
+        df = source(spark, log_dir, MAX_OFFSETS_PER_TRIGGER, min_partitions, tasks_read=True).selectExpr(
             "key", "upper(cast(value as string)) as value"
         )
     elif mode == "flaky":
