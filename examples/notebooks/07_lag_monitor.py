@@ -109,7 +109,8 @@ describe_group(LOG_DIR)
 # MAGIC (`maxOffsetsPerTrigger`, split over the partitions in proportion to their backlog, as Kafka's source splits
 # MAGIC it). `group.id` makes every committed micro-batch commit its end offsets to the group (Spark's Kafka source
 # MAGIC only names its consumer with it). The listener hears each progress event: events arrive asynchronously,
-# MAGIC so the cell waits for the last one.
+# MAGIC so the cell waits for the last one. `driverReadMaxOffsets=0` has tasks read every micro-batch: PySpark asks a
+# MAGIC source for its latest offsets, which the listener compares with each micro-batch's end, only then.
 
 # COMMAND ----------
 
@@ -123,6 +124,7 @@ try:
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(MAX_OFFSETS_PER_TRIGGER))
         .option("group.id", SPARK_GROUP)
+        .option("driverReadMaxOffsets", "0")
         .load(LOG_DIR)
         .writeStream.format("noop")  # a real job would write somewhere; the reading is what is watched here
         .option("checkpointLocation", os.path.join(WORK_DIR, "checkpoint-spark-dashboard"))
