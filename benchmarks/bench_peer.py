@@ -18,12 +18,12 @@ pysparklog's exactly-once sink (the connector's sink is at-least-once only).
 - **Streaming read**: the same as a ``readStream`` with ``Trigger.AvailableNow`` into ``noop``.
 - **Analytical query over the recent records**: ``spark.read`` of that topic ``where timestamp >=`` a bound, then a
   count and a sum of the value lengths. The records' CreateTimes are their write times (the connector's sink
-  takes no ``timestamp`` column), so each side's bound is taken from its own topic, untimed: the approximate
-  90th percentile of its timestamps, with the exact count of records at or after it, which the timed query must
-  find (about the last 10% written). pysparklog's session has ``spark.sql.python.filterPushdown.enabled`` on, so
-  its reader starts each partition at the bound's offset (the time-index lookup); the connector reads the whole
-  topic and filters. The same query in pysparklog with the conf off (reading everything, as the connector does)
-  is shown too.
+  ignores a ``timestamp`` column), so each side's bound is taken from its own topic, untimed: the write time
+  from which on the share of records written is nearest to 10% (a sink stamps a batch of records with one
+  time), with the exact count of records at or after it, which the timed query must find. pysparklog's session
+  has ``spark.sql.python.filterPushdown.enabled`` on, so its reader starts each partition at the bound's offset
+  (the time-index lookup); the connector reads the whole topic and filters. The same query in pysparklog with
+  the conf off (reading everything, as the connector does) is shown too.
 - **One-record micro-batches**: a 1-partition topic of 30 records read with ``maxOffsetsPerTrigger=1`` and
   ``Trigger.AvailableNow`` into ``noop``; the medians of ``durationMs`` ``triggerExecution`` and ``addBatch``
   over the micro-batches after the first. A trivial Python stream source (``bench_source``'s synthetic one,
@@ -310,11 +310,14 @@ class _Run:
         return _timed(side.read(self.spark.read, topic).write.format("noop").mode("overwrite").save)
 
     def recent_bound(self, side: _Side, topic: str) -> tuple[int, int]:
-        """Untimed: the CreateTime in ms from which on about the last ``RECENT_FRACTION`` of ``topic``'s records were
-        written (an approximate percentile), and exactly how many records are stamped then or later."""
-        millis = side.read(self.spark.read, topic).select(F.unix_millis("timestamp").alias("ms"))
-        since_ms = int(millis.agg(F.percentile_approx("ms", 1 - RECENT_FRACTION, 100_000)).collect()[0][0])
-        return since_ms, millis.where(F.col("ms") >= since_ms).count()
+        """Untimed: the CreateTime in ms from which on the share of ``topic``'s records written is the nearest to
+        ``RECENT_FRACTION`` (a sink stamps a whole batch of records with one time), and how many records that is."""
+        per_ms = side.read(self.spark.read, topic).groupBy(F.unix_millis("timestamp").alias("ms")).count().toArrow()
+        newest_first = np.argsort(per_ms["ms"].to_numpy())[::-1]
+        times = per_ms["ms"].to_numpy()[newest_first]
+        at_or_after = np.cumsum(per_ms["count"].to_numpy()[newest_first])
+        nearest = int(np.argmin(np.abs(at_or_after - RECENT_FRACTION * at_or_after[-1])))
+        return int(times[nearest]), int(at_or_after[nearest])
 
     def recent_query(self, side: _Side, topic: str, bound: tuple[int, int], *, pushdown: bool) -> float:
         """Seconds of a count and sum over the records of ``topic`` stamped at or after ``bound`` (from
