@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import (
     EqualNullSafe,
     EqualTo,
@@ -42,7 +42,7 @@ from pysparklog.spark.kafka_options import SourceOptions
 from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.spark.pushdown import PushedBounds, narrow_ranges, translate
 from pysparklog.structs import TopicPartition
-from tests.spark.conftest import TS, coordinates, make_topic
+from tests.spark.conftest import TS, Coordinates, coordinates, make_topic
 
 UTC = dt.timezone.utc
 
@@ -279,23 +279,36 @@ def test_pushdown_reads_the_rows_spark_would_filter(
     assert coordinates(plain.where(QUERIES[3])), "the timestamp query selects rows"
 
 
+def scanned(df: DataFrame) -> tuple[list[Coordinates], int]:
+    """The rows of ``df`` (a filtered read of the source) and how many rows its scan read before Spark's filter
+    (the ``BatchScan`` node's ``numOutputRows``)."""
+    rows = sorted((row.topic, row.partition, row.offset) for row in df.collect())  # df's own plan runs
+    scan = df._jdf.queryExecution().executedPlan().collectLeaves().head()
+    assert scan.nodeName() == "BatchScan pysparklog"
+    return rows, scan.metrics().apply("numOutputRows").value()
+
+
 @pytest.mark.spark
-def test_spark_applies_only_the_filters_given_back(pushdown_spark: SparkSession, events: Path) -> None:
-    df = (
-        pushdown_spark.read.format("pysparklog")
-        .option("subscribe", "events")
-        .load(str(events))
-        .where(f"partition = 1 and offset >= 3 and timestamp >= timestamp_millis({TS + 45})")
-    )
+def test_spark_reads_less_and_applies_only_the_filters_given_back(
+    spark: SparkSession, pushdown_spark: SparkSession, events: Path
+) -> None:
+    query = f"partition = 1 and offset >= 3 and timestamp >= timestamp_millis({TS + 45})"
+    df = pushdown_spark.read.format("pysparklog").option("subscribe", "events").load(str(events)).where(query)
+    assert scanned(df) == ([("events", 1, offset) for offset in range(4, 8)], 4)
     plan = df._jdf.queryExecution().executedPlan().toString()
     assert "timestamp" in plan.split("BatchScan")[0] and "offset >=" not in plan and "partition =" not in plan
-    assert coordinates(df) == [("events", 1, offset) for offset in range(4, 8)]
+    everything = spark.read.format("pysparklog").option("subscribe", "events").load(str(events)).where(query)
+    assert scanned(everything)[1] == sum(map(len, EVENT_TIMES))
+    # Out of order: from the first record stamped 45 or later on, in each partition; Spark drops the older ones.
+    recent = pushdown_spark.read.format("pysparklog").option("subscribe", "events").load(str(events))
+    rows, read = scanned(recent.where(f"timestamp >= timestamp_millis({TS + 45})"))
+    assert (len(rows), read) == (5 + 4 + 3, 9 + 4 + 6)
 
 
 @pytest.mark.spark
 def test_a_session_time_zone_other_than_utc(pushdown_spark: SparkSession, tmp_path: Path) -> None:
     """A timestamp string is read in the session time zone (+05:30 here), and the bound is that instant: the
-    record stamped exactly then is kept and the one a millisecond earlier is not."""
+    record stamped exactly then is the first read, the one a millisecond earlier is not read."""
     make_topic(tmp_path, "events", [10])
     session = pushdown_spark.newSession()
     session.conf.set("spark.sql.python.filterPushdown.enabled", "true")
@@ -303,4 +316,4 @@ def test_a_session_time_zone_other_than_utc(pushdown_spark: SparkSession, tmp_pa
     local = dt.datetime.fromtimestamp((TS + 4) / 1000, dt.timezone(dt.timedelta(hours=5, minutes=30)))
     df = session.read.format("pysparklog").option("subscribe", "events").load(str(tmp_path))
     selected = df.where(f"timestamp >= '{local.strftime('%Y-%m-%d %H:%M:%S.%f')[:-3]}'")
-    assert coordinates(selected) == [("events", 0, offset) for offset in range(4, 10)]
+    assert scanned(selected) == ([("events", 0, offset) for offset in range(4, 10)], 6)
