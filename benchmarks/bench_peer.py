@@ -16,6 +16,14 @@ pysparklog's exactly-once sink (the connector's sink is at-least-once only).
   each topic is checked afterwards (the broker's end offsets; pysparklog's ``read_committed`` records).
 - **Batch read**: ``spark.read`` of that topic from the earliest offsets into Spark's ``noop`` sink.
 - **Streaming read**: the same as a ``readStream`` with ``Trigger.AvailableNow`` into ``noop``.
+- **Analytical query over the recent records**: ``spark.read`` of that topic ``where timestamp >=`` a bound, then a
+  count and a sum of the value lengths. The records' CreateTimes are their write times (the connector's sink
+  ignores a ``timestamp`` column), so each side's bound is taken from its own topic, untimed: the write time
+  from which on the share of records written is nearest to 10% (a sink stamps a batch of records with one
+  time), with the exact count of records at or after it, which the timed query must find. pysparklog's session
+  has ``spark.sql.python.filterPushdown.enabled`` on, so its reader starts each partition at the bound's offset
+  (the time-index lookup); the connector reads the whole topic and filters. The same query in pysparklog with
+  the conf off (reading everything, as the connector does) is shown too.
 - **One-record micro-batches**: a 1-partition topic of 30 records read with ``maxOffsetsPerTrigger=1`` and
   ``Trigger.AvailableNow`` into ``noop``; the medians of ``durationMs`` ``triggerExecution`` and ``addBatch``
   over the micro-batches after the first. A trivial Python stream source (``bench_source``'s synthetic one,
@@ -81,6 +89,8 @@ WRITE_TARGET = 0.5
 LATENCY_TARGET = 1.0
 KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 LOG_APPEND_TIME = 1  # Spark's timestampType column
+RECENT_FRACTION = 0.1  # of the loaded records, about, that the analytical query's timestamp predicate selects
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _LOADED = "bench"
 _TINY = "tiny"
 _WARM = "warm"
@@ -300,6 +310,33 @@ class _Run:
     def batch_read(self, side: _Side, topic: str) -> float:
         return _timed(side.read(self.spark.read, topic).write.format("noop").mode("overwrite").save)
 
+    def recent_bound(self, side: _Side, topic: str) -> tuple[int, int]:
+        """Untimed: the CreateTime in ms from which on the share of ``topic``'s records written is the nearest to
+        ``RECENT_FRACTION`` (a sink stamps a whole batch of records with one time), and how many records that is."""
+        per_ms = side.read(self.spark.read, topic).groupBy(F.unix_millis("timestamp").alias("ms")).count().toArrow()
+        newest_first = np.argsort(per_ms["ms"].to_numpy())[::-1]
+        times = per_ms["ms"].to_numpy()[newest_first]
+        at_or_after = np.cumsum(per_ms["count"].to_numpy()[newest_first])
+        nearest = int(np.argmin(np.abs(at_or_after - RECENT_FRACTION * at_or_after[-1])))
+        return int(times[nearest]), int(at_or_after[nearest])
+
+    def recent_query(self, side: _Side, topic: str, bound: tuple[int, int], *, pushdown: bool) -> float:
+        """Seconds of a count and sum over the records of ``topic`` stamped at or after ``bound`` (from
+        :meth:`recent_bound`), with Python filter pushdown on or off; fails unless it counts them exactly."""
+        since_ms, expected = bound
+        recent = side.read(self.spark.read, topic).where(F.col("timestamp") >= F.timestamp_millis(F.lit(since_ms)))
+        query = recent.agg(F.count("*").alias("records"), F.sum(F.length("value")).alias("bytes"))
+        self.spark.conf.set(PUSHDOWN_CONF, str(pushdown).lower())
+        try:
+            started = time.perf_counter()
+            row = query.collect()[0]
+            seconds = time.perf_counter() - started
+        finally:
+            self.spark.conf.unset(PUSHDOWN_CONF)
+        if row["records"] != expected:
+            raise AssertionError(f"{side.name}: the recent records counted {row['records']:,}, not {expected:,}")
+        return seconds
+
     def stream_read(self, side: _Side, topic: str) -> float:
         return self._into_noop(side.read(self.spark.readStream, topic))[0]
 
@@ -441,11 +478,16 @@ def _measure(run: _Run, kafka: _Kafka, ours: _Pysparklog, records: int, latency_
     for side in sides:  # untimed: the JIT, the connector's classes, every Python worker's imports
         run.load(side, _WARM, WARM_RECORDS, PARTITIONS)
         run.batch_read(side, _WARM)
+        run.recent_query(side, _WARM, run.recent_bound(side, _WARM), pushdown=True)
         run.stream_read(side, _WARM)
         run.load(side, _TINY, TINY_BATCHES, 1)
     write = [run.load(side, _LOADED, records, PARTITIONS) for side in sides]
     batch = [run.batch_read(side, _LOADED) for side in sides]
     stream = [run.stream_read(side, _LOADED) for side in sides]
+    bounds = [run.recent_bound(side, _LOADED) for side in sides]
+    recent = [run.recent_query(side, _LOADED, bound, pushdown=True) for side, bound in zip(sides, bounds, strict=True)]
+    recent_unpushed = run.recent_query(ours, _LOADED, bounds[1], pushdown=False)
+    shares = " and ".join(f"{selected / records:.1%}" for _, selected in bounds)
     tiny = [run.micro_batches(run.tiny_stream(side)) for side in sides]
     trivial = run.micro_batches(run.trivial_stream())
     copies = [run.latencies(side, latency_records) for side in sides]
@@ -456,6 +498,18 @@ def _measure(run: _Run, kafka: _Kafka, ours: _Pysparklog, records: int, latency_
     return [
         _compare(f"batch read of {millions} records into `noop`", batch, "s", READ_TARGET),
         _compare("streaming read of the same, AvailableNow into `noop`", stream, "s", READ_TARGET),
+        _compare(
+            f"analytical query: count and sum over the records written last by CreateTime ({shares} of them), "
+            "pysparklog with filter pushdown",
+            recent,
+            "s",
+        ),
+        Comparison(
+            "the same in pysparklog without filter pushdown (the conf off)",
+            "-",
+            f"{recent_unpushed:.1f} s",
+            f"{recent_unpushed / recent[0]:.2f}",
+        ),
         _compare(
             f"batch write of {millions} records (pysparklog exactly-once, the connector at-least-once)",
             write,

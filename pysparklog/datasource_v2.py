@@ -26,8 +26,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from types import FrameType
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -37,6 +39,7 @@ from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamArrowWriter,
     DataSourceStreamReader,
+    Filter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -78,6 +81,7 @@ from pysparklog.spark.offset_ranges import (
     rate_limit,
     split_ranges,
 )
+from pysparklog.spark.pushdown import PushedBounds, narrow_ranges, translate
 from pysparklog.spark.sink import SinkCommitLog, TaskWrite, batch_sink_id, streaming_sink_id, write_task
 from pysparklog.spark.sink_options import DeliveryGuarantee, SaveMode, SinkColumns, SinkOptions, check_sink_schema
 from pysparklog.spark.storage_options import StorageSettings, log_storage, open_logs
@@ -93,6 +97,9 @@ TASK_CHUNK_BYTES = 4 * 1024 * 1024
 # A file in the log directory itself, never a directory: a Kafka broker refuses to start on a log directory
 # holding any directory that is not <topic>-<partition> ("should only contain Kafka topic data").
 _INITIAL_OFFSETS_FILE = "pysparklog-initial-offsets.{identity}.json"
+# PySpark's planner module that calls ``reader()`` and then ``pushFilters``, run only with
+# spark.sql.python.filterPushdown.enabled (see ``PySparkLogDataSource.reader``).
+_PUSHDOWN_PLANNER = "pyspark.sql.worker.data_source_pushdown_filters"
 
 Offsets = dict[TopicPartition, int]
 
@@ -112,7 +119,17 @@ class PySparkLogDataSource(DataSource):
         return source_schema(self._either_options().include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return PySparkLogBatchReader(self._options(streaming=False, schema=schema))
+        """The batch reader; one that takes filters when PySpark's pushdown planner asks.
+
+        With ``spark.sql.python.filterPushdown.enabled`` false (PySpark's default) the planner refuses a reader
+        that implements ``pushFilters`` (``DATA_SOURCE_PUSHDOWN_DISABLED``), so which reader to give depends on
+        who asks: ``data_source_pushdown_filters``, which runs only with the conf on and then calls
+        ``pushFilters``, gets the pushdown reader; any other caller the plain one, as before.
+        """
+        options = self._options(streaming=False, schema=schema)
+        if _called_from(sys._getframe(1), _PUSHDOWN_PLANNER):
+            return PySparkLogPushdownReader(options)
+        return PySparkLogBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         # PySpark 4.2's stream runner stops the reader in a ``finally`` even when making it failed, so an error
@@ -248,6 +265,32 @@ class PySparkLogBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)
+
+
+class PySparkLogPushdownReader(PySparkLogBatchReader):
+    """The batch reader with filter pushdown: ``partition``, ``offset`` and ``timestamp`` filters narrow the
+    ranges read (``pysparklog.spark.pushdown`` says which, and which Spark still checks)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        self.bounds = PushedBounds()
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802 (Spark's name)
+        self.bounds, for_spark = translate(filters)
+        return for_spark
+
+    def partitions(self) -> list[InputPartition]:
+        logs = source_log_dir(self.options)
+        return _plan(self.options, narrow_ranges(resolve_batch(self.options, logs), self.bounds, logs), None)[0]
+
+
+def _called_from(frame: FrameType | None, module: str) -> bool:
+    """Whether ``frame`` runs code of ``module``, imported (PySpark's daemon imports its workers) or run as
+    ``python -m`` (without the daemon), where ``__name__`` is ``__main__`` but ``__spec__`` names it."""
+    if frame is None:
+        return False
+    spec = frame.f_globals.get("__spec__")
+    return frame.f_globals.get("__name__") == module or getattr(spec, "name", None) == module
 
 
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
