@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from pysparklog.offsets import OffsetStore
 from pysparklog.spark.kafka_options import SourceOptions
 from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
+from tests.conftest import REPO
 from tests.spark.conftest import TS, append, make_topic
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
@@ -271,3 +274,27 @@ def test_read_ranges_fails_or_skips_removed_offsets(tmp_path: Path) -> None:
     assert [o for batch in read_ranges(lenient) for o in batch.column("offset").to_pylist()] == [6, 7]
     gone = RangesPartition(str(tmp_path), (OffsetRange(T0, 1, 4),), False, False, False)
     assert list(read_ranges(gone)) == []
+
+
+_READ_TASK = """
+import sys
+from pysparklog.datasource_v2 import RangesPartition, read_ranges
+from pysparklog.spark.offset_ranges import OffsetRange
+from pysparklog.structs import TopicPartition
+pieces = (OffsetRange(TopicPartition("t", 0), 1, 9), OffsetRange(TopicPartition("t", 1), 0, 5))
+for include_headers in (False, True):
+    for read_committed in (False, True):
+        task = RangesPartition(sys.argv[1], pieces, include_headers, read_committed, True)
+        print(sum(batch.num_rows for batch in read_ranges(task)))
+print("pandas" in sys.modules)
+"""
+
+
+def test_a_read_task_does_not_import_pandas(tmp_path: Path) -> None:
+    """A fresh Python worker's first read would pay pandas' import (0.4 s) if the read path built Arrow columns with
+    ``pa.array`` of NumPy arrays or read them with ``to_numpy``: nothing in a read needs pandas."""
+    make_topic(tmp_path, "t", [10, 5])
+    out = subprocess.run(
+        [sys.executable, "-c", _READ_TASK, str(tmp_path)], capture_output=True, text=True, check=True, cwd=REPO
+    ).stdout.split()
+    assert out == ["13"] * 4 + ["False"]
