@@ -273,6 +273,18 @@ def end_transaction(logs: LogDirectory, producer_id: int, marker: ControlRecordT
         log.append(encode_control_batch(key, value, settings))
 
 
+def test_min_partitions_splits_the_read_into_more_tasks_with_the_same_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """``minPartitions`` cuts the ranges as Kafka's range calculator does: partitions of 101, 11 and 1 records asked
+    for 5 tasks leave the two small ones whole and cut the large one in three (SPARK-36576); the rows do not change."""
+    make_topic(tmp_path, "t", [101, 11, 1])
+    default = spark.read.format("pysparklog").option("subscribe", "t").load(str(tmp_path))
+    split = spark.read.format("pysparklog").option("subscribe", "t").option("minPartitions", "5").load(str(tmp_path))
+    assert default.rdd.getNumPartitions() == 3
+    assert split.rdd.getNumPartitions() == 5
+    expected = engine_df(spark, tmp_path, [("t", partition, None, None) for partition in range(3)])
+    assert_df_equality(ordered(split), ordered(expected))
+
+
 def test_read_committed_skips_aborted_records_and_stops_at_an_open_transaction(
     spark: SparkSession, tmp_path: Path
 ) -> None:
