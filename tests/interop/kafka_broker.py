@@ -131,7 +131,8 @@ class KafkaBroker:
     def format(self) -> None:
         """Format the log directory for a new cluster (``kafka-storage.sh format``), as every KRaft node must be."""
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        self._java(STORAGE_TOOL, "format", "--config", str(self.config_file), "--cluster-id", cluster_id)
+        # One id in 64 starts with "-": as a separate argument the tool would read it as an option.
+        self._java(STORAGE_TOOL, "format", "--config", str(self.config_file), f"--cluster-id={cluster_id}")
 
     def start(self) -> None:
         """Start it and wait until it serves.
