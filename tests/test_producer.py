@@ -32,7 +32,7 @@ from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import Producer, ProducerConfig, RecordMetadata
 from pysparklog.producer.config import ACCEPTED_CONFIGS
 from pysparklog.storage.records import kernels as k
-from pysparklog.storage.records.arrow_records import BatchSettings, encode_arrow
+from pysparklog.storage.records.arrow_records import HEADER_TYPE, BatchSettings, encode_arrow
 from pysparklog.storage.records.codecs import Codec
 from pysparklog.storage.records.memory_records import EntryTable
 from tests.conftest import read_all
@@ -191,6 +191,37 @@ def test_send_arrow_partitions_as_send_does_and_keeps_the_order_of_earlier_sends
         assert records.column("timestamp").cast(pa.int64()).to_pylist()[start:] == [
             1_700_000_000_000 + i for i in expected
         ]
+
+
+def test_send_arrow_of_many_chunks_keeps_each_partitions_order_and_fills_its_batches(
+    logs: LogDirectory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Windows of 100 rows: each partition's rows span many, so the last batch of a window is carried on.
+    monkeypatch.setattr("pysparklog.producer.sender._BULK_ROWS", 100)
+    rows = 3000
+    partitions = np.random.default_rng(5).integers(0, 3, rows)
+    table = pa.Table.from_batches(
+        pa.table(
+            {
+                "value": pa.array([b"%040d" % i for i in range(rows)], pa.binary()),
+                "headers": pa.array([[{"key": "i", "value": b"%d" % i}] for i in range(rows)], HEADER_TYPE),
+                "timestamp": pa.array(np.arange(rows) + 1_700_000_000_000, pa.int64()),
+                "partition": pa.array(partitions, pa.int32()),
+            }
+        ).to_batches(max_chunksize=70)
+    )
+    with Producer(logs, ProducerConfig(batch_size=512, linger_ms=FOREVER_MS)) as producer:
+        results = producer.send_arrow("three", table)
+    for partition in range(3):
+        expected = table.filter(pa.array(partitions == partition)).combine_chunks()
+        records = read_all(logs.partition("three", partition), include_headers=True)
+        assert records.column("value").to_pylist() == expected.column("value").to_pylist()
+        assert records.column("headers").to_pylist() == expected.column("headers").to_pylist()
+        assert records.column("timestamp").cast(pa.int64()).equals(expected.column("timestamp"))
+        assert results[partition].record_count == expected.num_rows
+        # Batches as full as one encoding of the partition's rows makes them: no window cut one short.
+        whole = encode_arrow(expected, BatchSettings(max_batch_bytes=512))
+        assert len(entries(logs, "three", partition)) == sum(e.num_batches for e in whole)
 
 
 def test_send_arrow_honours_a_partition_column(logs: LogDirectory, producer: Producer) -> None:
