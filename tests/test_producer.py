@@ -287,13 +287,30 @@ def test_a_full_batch_is_appended_without_waiting_for_linger(logs: LogDirectory)
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compression_type_applies_to_every_batch(logs: LogDirectory, codec: str) -> None:
-    values = [b"%0200d" % i for i in range(300)]
+    # Incompressible values: a batch holds about batch.size of them, compressed or not, so there are many.
+    values = [np.random.default_rng(i).bytes(200) for i in range(300)]
     with Producer(logs, ProducerConfig(compression_type=codec, batch_size=4096, linger_ms=FOREVER_MS)) as producer:
         for value in values[:150]:
             producer.send("one", value)
         producer.send_arrow("one", pa.table({"value": pa.array(values[150:], pa.binary())}))
     batches = entries(logs, "one", 0)
     assert len(batches) > 2 and (batches.codecs == Codec.from_name(codec)).all()
+    assert read_all(logs.partition("one", 0)).column("value").to_pylist() == values
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_hold_about_batch_size_compressed_bytes(logs: LogDirectory, codec: str) -> None:
+    # As Kafka's producer: a compressed batch closes once its estimated compressed size reaches batch.size.
+    values = [
+        b'{"id": %010d, "kind": "click", "page": "/products/%06d"}' % (i, i * 7919 % 10**6) for i in range(30_000)
+    ]
+    config = ProducerConfig(compression_type=codec, batch_size=8192, linger_ms=FOREVER_MS)
+    with Producer(logs, config) as producer:
+        producer.send_arrow("one", pa.table({"value": pa.array(values[:20_000], pa.binary())}))
+        for value in values[20_000:]:
+            producer.send("one", value)
+    sizes = entries(logs, "one", 0).sizes
+    assert 0.7 * 8192 <= np.median(sizes) <= 8192 and sizes.max() <= config.max_request_size
     assert read_all(logs.partition("one", 0)).column("value").to_pylist() == values
 
 

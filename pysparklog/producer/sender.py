@@ -231,7 +231,8 @@ class Sender:
         return done, outcomes
 
     def _encode(self, state: PartitionState, table: pa.Table) -> list[EncodedBatches]:
-        """The rows as batches of ``batch.size``, numbered from the partition's next sequence, grouped into
+        """The rows as batches of ``batch.size`` (compressed, by the topic's estimated compression ratio,
+        as Kafka's producer fills them), numbered from the partition's next sequence, grouped into
         appends of at most ``max.request.size`` bytes."""
         cfg = self.config
         transactions = self._transactions
@@ -240,13 +241,19 @@ class Sender:
         settings = BatchSettings(
             codec=cfg.codec,
             max_batch_bytes=max(cfg.batch_size, RECORD_BATCH_OVERHEAD),
+            batch_bytes_limit=cfg.max_request_size,
             max_batch_records=INT_MAX,
             producer_id=transactions.producer_id if cfg.idempotent else NO_PRODUCER_ID,
             producer_epoch=transactions.producer_epoch if cfg.idempotent else NO_PRODUCER_EPOCH,
             base_sequence=state.next_sequence if cfg.idempotent else NO_SEQUENCE,
             transactional=transactions.transactional,
         )
-        return [group for encoded in encode_arrow(table, settings) for group in _split(encoded, cfg.max_request_size)]
+        estimate = self._accumulator.topic(state.topic).compression
+        return [
+            group
+            for encoded in encode_arrow(table, settings, estimate=estimate)
+            for group in _split(encoded, cfg.max_request_size)
+        ]
 
     def _append_group(
         self, state: PartitionState, group: EncodedBatches, deadline: float
