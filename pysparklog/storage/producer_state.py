@@ -527,18 +527,63 @@ def _replay(
     open_txns: OpenTransactions | None,
     aborted: list[AbortedTxn],
 ) -> None:
-    """Apply the producer batches of ``chunk`` whose last offset lies in [start, end)."""
+    """Apply the producer batches of ``chunk`` whose last offset lies in [start, end).
+
+    Consecutive data batches of one producer that continue each other (``_continuing``) are applied
+    as one run, as the producer's state records them: a writer's batches mostly come so, and the
+    replay then costs Python per run, not per batch.
+    """
     e = chunk.entries
     last_offsets = e.last_offsets
     producer_ids = e.producer_ids
     mask = (e.magics >= MAGIC_V2) & (producer_ids >= 0) & (last_offsets >= start) & (last_offsets < end)
-    followed = e.is_transactional | e.is_control
-    for i in np.flatnonzero(mask).tolist():
-        completed = apply_entry(producers, chunk.buf, e, i, int(last_offsets[i]))
+    transactional = e.is_transactional
+    followed = transactional | e.is_control
+    indexes = np.flatnonzero(mask)
+    if len(indexes) == 0:
+        return
+    firsts = np.flatnonzero(np.concatenate(([True], ~_continuing(e, indexes, last_offsets))))
+    lasts = np.append(firsts[1:], len(indexes)) - 1
+    for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
+        i = int(indexes[first])
+        if first == last:
+            completed = apply_entry(producers, chunk.buf, e, i, int(last_offsets[i]))
+        else:
+            completed = None
+            apply_run(
+                producers,
+                int(producer_ids[i]),
+                int(e.producer_epochs[i]),
+                int(e.base_sequences[i]),
+                int(last_offsets[i] - e.last_offset_deltas[i]),
+                int(last_offsets[indexes[last]]),
+                int(e.max_timestamps[indexes[first : last + 1]].max()),
+                transactional=bool(transactional[i]),
+            )
         if open_txns is not None and followed[i]:
             entry = open_txns.follow(producers[int(producer_ids[i])], completed)
             if entry is not None:
                 aborted.append(entry)
+
+
+def _continuing(e: EntryTable, indexes: np.ndarray, last_offsets: np.ndarray) -> np.ndarray:
+    """For each batch of ``indexes`` after the first, whether it continues the one before: a data batch
+    of the same producer, epoch and transactionality at the next offset and the next sequence, which
+    ``ProducerEntry.record`` merges into the same run."""
+    before, after = indexes[:-1], indexes[1:]
+    data = ~e.is_control
+    transactional = e.is_transactional
+    pids, epochs, deltas, sequences = e.producer_ids, e.producer_epochs, e.last_offset_deltas, e.base_sequences
+    return np.asarray(
+        data[before]
+        & data[after]
+        & (pids[before] == pids[after])
+        & (epochs[before] == epochs[after])
+        & (transactional[before] == transactional[after])
+        & (last_offsets[after] - deltas[after] == last_offsets[before] + 1)
+        & (sequences[before] >= 0)
+        & (sequences[after] == (sequences[before] + deltas[before] + 1) % _SEQUENCE_MODULUS)
+    )
 
 
 def apply_entry(
