@@ -674,26 +674,9 @@ class CompressionEstimate:
 def _sample_ratio(cols: _Columns, row: int, end_row: int, settings: BatchSettings, batch_bytes: int) -> float:
     """The compression ratio of one batch of ``batch_bytes`` from ``row`` on, encoded and compressed
     (and dropped): what a batch of that size makes of these records."""
-    out = pool_empty(batch_bytes + RECORD_BATCH_OVERHEAD, np.uint8)
-    table = np.empty((1, 4), dtype=np.int64)
-    while True:
-        _next, n_batches, used = cols.encode(
-            row,
-            end_row,
-            batch_bytes,
-            settings.max_batch_records,
-            0,
-            -1,
-            -1,
-            -1,
-            _NO_PLAN,
-            _NO_OFFSET_DELTAS,
-            out,
-            table,
-        )
-        if n_batches:
-            break
-        out = pool_empty(len(out) * 2, np.uint8)  # one record larger than the buffer
+    out, _table, _next, used = _encode_batches(
+        cols, row, end_row, settings, batch_bytes, NO_SEQUENCE, batch_bytes + RECORD_BATCH_OVERHEAD, 1
+    )
     records = out.data[RECORD_BATCH_OVERHEAD:used]
     return len(compress(settings.codec, records)) / max(len(records), 1)
 
@@ -733,6 +716,29 @@ def _encode_chunk(
     max_batches = _max_batches(remaining, records_bytes, batch_bytes, settings)
     estimate = records_bytes + max_batches * RECORD_BATCH_OVERHEAD
     capacity = max(min(estimate, _ENCODE_CHUNK_BYTES), batch_bytes + RECORD_BATCH_OVERHEAD)
+    out, table, next_row, used = _encode_batches(
+        cols, row, end_row, settings, batch_bytes, sequence, capacity, max_batches
+    )
+    uncompressed = table[:, 1].copy()
+    return _finish(out, table, used), uncompressed, next_row
+
+
+def _encode_batches(
+    cols: _Columns,
+    row: int,
+    end_row: int,
+    settings: BatchSettings,
+    batch_bytes: int,
+    sequence: int,
+    capacity: int,
+    max_batches: int,
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The kernel's uncompressed batches from ``row`` on into a buffer of ``capacity`` bytes (more when a
+    record does not fit in it), at most ``max_batches`` of them.
+
+    Returns:
+        (the buffer, the table of its batches, the first row left, the bytes used).
+    """
     while True:
         out = pool_empty(capacity, np.uint8)
         table = np.empty((min(max_batches, capacity // RECORD_BATCH_OVERHEAD), 4), dtype=np.int64)
@@ -751,10 +757,8 @@ def _encode_chunk(
             table,
         )
         if n_batches:
-            break
+            return out, table[:n_batches], next_row, used
         capacity *= 2  # one record larger than the buffer: make room for it
-    uncompressed = table[:n_batches, 1].copy()
-    return _finish(out, table[:n_batches], used), uncompressed, next_row
 
 
 def encode_arrow(
