@@ -154,7 +154,7 @@ class Sender:
         self, topic: TopicState, table: pa.Table, order: np.ndarray, bounds: np.ndarray, deadline: float
     ) -> dict[int, AppendInfo]:
         """Append each partition's rows of ``table`` (``order`` lists them partition after partition,
-        ``bounds`` where each partition's start) in order; raises the first failure.
+        ``bounds`` where each partition's rows start in it) in order; raises the first failure.
 
         The rows are gathered a window of ``order`` at a time, with one ``take`` for every partition the
         window holds, so each partition's rows are one contiguous slice of it; a partition that runs on
