@@ -122,6 +122,7 @@ def test_a_replay_applies_runs_of_batches_as_batch_by_batch(tmp_path: Path) -> N
     expected_aborted = []
     for segment in segments:
         end = segment.file_size(segment.log_path)
+        assert end is not None
         aborted += replay_segment(by_runs, segment, 0, end, 0, INT_MAX, runs_open)
         for chunk in segment.chunks(0, end, verify_crc=False):
             e = chunk.entries
