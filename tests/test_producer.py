@@ -32,7 +32,7 @@ from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import Producer, ProducerConfig, RecordMetadata
 from pysparklog.producer.config import ACCEPTED_CONFIGS
 from pysparklog.storage.records import kernels as k
-from pysparklog.storage.records.arrow_records import BatchSettings, encode_arrow
+from pysparklog.storage.records.arrow_records import HEADER_TYPE, BatchSettings, encode_arrow
 from pysparklog.storage.records.codecs import Codec
 from pysparklog.storage.records.memory_records import EntryTable
 from tests.conftest import read_all
@@ -193,6 +193,37 @@ def test_send_arrow_partitions_as_send_does_and_keeps_the_order_of_earlier_sends
         ]
 
 
+def test_send_arrow_of_many_chunks_keeps_each_partitions_order_and_fills_its_batches(
+    logs: LogDirectory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Windows of 100 rows: each partition's rows span many, so the last batch of a window is carried on.
+    monkeypatch.setattr("pysparklog.producer.sender._BULK_ROWS", 100)
+    rows = 3000
+    partitions = np.random.default_rng(5).integers(0, 3, rows)
+    table = pa.Table.from_batches(
+        pa.table(
+            {
+                "value": pa.array([b"%040d" % i for i in range(rows)], pa.binary()),
+                "headers": pa.array([[{"key": "i", "value": b"%d" % i}] for i in range(rows)], HEADER_TYPE),
+                "timestamp": pa.array(np.arange(rows) + 1_700_000_000_000, pa.int64()),
+                "partition": pa.array(partitions, pa.int32()),
+            }
+        ).to_batches(max_chunksize=70)
+    )
+    with Producer(logs, ProducerConfig(batch_size=512, linger_ms=FOREVER_MS)) as producer:
+        results = producer.send_arrow("three", table)
+    for partition in range(3):
+        expected = table.filter(pa.array(partitions == partition)).combine_chunks()
+        records = read_all(logs.partition("three", partition), include_headers=True)
+        assert records.column("value").to_pylist() == expected.column("value").to_pylist()
+        assert records.column("headers").to_pylist() == expected.column("headers").to_pylist()
+        assert records.column("timestamp").cast(pa.int64()).equals(expected.column("timestamp"))
+        assert results[partition].record_count == expected.num_rows
+        # Batches as full as one encoding of the partition's rows makes them: no window cut one short.
+        whole = encode_arrow(expected, BatchSettings(max_batch_bytes=512))
+        assert len(entries(logs, "three", partition)) == sum(e.num_batches for e in whole)
+
+
 def test_send_arrow_honours_a_partition_column(logs: LogDirectory, producer: Producer) -> None:
     table = pa.table(
         {
@@ -256,13 +287,30 @@ def test_a_full_batch_is_appended_without_waiting_for_linger(logs: LogDirectory)
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compression_type_applies_to_every_batch(logs: LogDirectory, codec: str) -> None:
-    values = [b"%0200d" % i for i in range(300)]
+    # Incompressible values: a batch holds about batch.size of them, compressed or not, so there are many.
+    values = [np.random.default_rng(i).bytes(200) for i in range(300)]
     with Producer(logs, ProducerConfig(compression_type=codec, batch_size=4096, linger_ms=FOREVER_MS)) as producer:
         for value in values[:150]:
             producer.send("one", value)
         producer.send_arrow("one", pa.table({"value": pa.array(values[150:], pa.binary())}))
     batches = entries(logs, "one", 0)
     assert len(batches) > 2 and (batches.codecs == Codec.from_name(codec)).all()
+    assert read_all(logs.partition("one", 0)).column("value").to_pylist() == values
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_hold_about_batch_size_compressed_bytes(logs: LogDirectory, codec: str) -> None:
+    # As Kafka's producer: a compressed batch closes once its estimated compressed size reaches batch.size.
+    values = [
+        b'{"id": %010d, "kind": "click", "page": "/products/%06d"}' % (i, i * 7919 % 10**6) for i in range(30_000)
+    ]
+    config = ProducerConfig(compression_type=codec, batch_size=8192, linger_ms=FOREVER_MS)
+    with Producer(logs, config) as producer:
+        producer.send_arrow("one", pa.table({"value": pa.array(values[:20_000], pa.binary())}))
+        for value in values[20_000:]:
+            producer.send("one", value)
+    sizes = entries(logs, "one", 0).sizes
+    assert 0.7 * 8192 <= np.median(sizes) <= 8192 and sizes.max() <= config.max_request_size
     assert read_all(logs.partition("one", 0)).column("value").to_pylist() == values
 
 

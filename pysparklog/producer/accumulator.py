@@ -27,6 +27,7 @@ from pysparklog.producer.config import ProducerConfig
 from pysparklog.producer.future import Chunk, RecordFuture
 from pysparklog.storage import AppendInfo, PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.records.arrow_records import CompressionEstimate
 
 
 @dataclass(slots=True)
@@ -100,6 +101,8 @@ class TopicState:
     refreshed: float  # monotonic time the partition count was read
     partitioner: Partitioner
     partitions: dict[int, PartitionState] = field(default_factory=dict)
+    # What the codec makes of the topic's records (Kafka's producer keeps one estimate per topic and codec).
+    compression: CompressionEstimate = field(default_factory=CompressionEstimate)
 
 
 class RecordAccumulator:
@@ -264,11 +267,17 @@ class RecordAccumulator:
             lingered = now >= state.oldest + self._linger_s
             if force_all or lingered or state.topic == force_topic:
                 yield state, False
-            elif state.pending_bytes >= self.config.batch_size:
+            elif state.pending_bytes >= self._full_batch_bytes(state.topic):
                 yield state, True
             if not state.pieces:
                 del self._waiting[state]
         self._next_deadline = min((s.oldest + self._linger_s for s in self._waiting), default=float("inf"))
+
+    def _full_batch_bytes(self, topic: str) -> int:
+        """How many bytes of records fill a batch of the topic: ``batch.size``, or with compression as many
+        as its estimated compressed size takes to reach it."""
+        cfg = self.config
+        return self._topics[topic].compression.batch_bytes(cfg.batch_size, cfg.max_request_size)
 
     def topic(self, name: str) -> TopicState:
         """A topic's state, its partition count read again once older than ``metadata.max.age.ms``."""

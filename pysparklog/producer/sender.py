@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from pysparklog.producer.accumulator import PartitionState, RecordAccumulator, group_rows
+from pysparklog.producer.accumulator import PartitionState, RecordAccumulator, TopicState, group_rows
 from pysparklog.producer.config import ProducerConfig
 from pysparklog.producer.future import Chunk, publish
 from pysparklog.producer.transaction_manager import TransactionManager
@@ -39,7 +39,7 @@ from pysparklog.structs import TopicPartition
 
 _log = logging.getLogger(__name__)
 
-# Rows the bulk path gathers per partition at a time: the copy stays in cache and memory bounded.
+# Rows the bulk path gathers at a time (for every partition among them at once): memory stays bounded.
 _BULK_ROWS = 1 << 16
 _client_ids = itertools.count(1)
 
@@ -113,12 +113,7 @@ class Sender:
                 self._transactions.register(
                     [TopicPartition(topic, p) for p in np.flatnonzero(np.diff(bounds)).tolist()]
                 )
-                return {
-                    p: self._append_bulk(
-                        self._accumulator.partition(state, p), table, order[bounds[p] : bounds[p + 1]], deadline
-                    )
-                    for p in np.flatnonzero(np.diff(bounds)).tolist()
-                }
+                return self._append_grouped(state, table, order, bounds, deadline)
             finally:
                 publish(touched)
 
@@ -155,22 +150,50 @@ class Sender:
             if not outcomes or isinstance(outcomes[-1][2], AppendInfo):
                 return  # else a failure stopped the appends: go on with the records after it
 
-    def _append_bulk(self, state: PartitionState, table: pa.Table, rows: np.ndarray, deadline: float) -> AppendInfo:
-        """Append ``rows`` of ``table`` to one partition, a slice at a time; raises the first failure."""
-        infos: list[AppendInfo] = []
+    def _append_grouped(
+        self, topic: TopicState, table: pa.Table, order: np.ndarray, bounds: np.ndarray, deadline: float
+    ) -> dict[int, AppendInfo]:
+        """Append each partition's rows of ``table`` (``order`` lists them partition after partition,
+        ``bounds`` where each partition's rows start in it) in order; raises the first failure.
+
+        The rows are gathered a window of ``order`` at a time, with one ``take`` for every partition the
+        window holds, so each partition's rows are one contiguous slice of it; a partition that runs on
+        past the window keeps its last batch (it may fill up still) for the next window, which starts
+        at that batch's first row.
+        """
+        infos: dict[int, list[AppendInfo]] = {}
+        total = len(order)
+        ends = bounds[1:]
+        one_partition = np.count_nonzero(np.diff(bounds)) == 1  # then ``order`` is every row in turn
         start, step = 0, _BULK_ROWS
-        while start < len(rows):
-            end = min(start + step, len(rows))
-            gathered = table.take(rows[start:end]).combine_chunks()
-            consumed, outcomes = self._append_rows(state, gathered, end < len(rows), deadline)
-            for _first, _last, outcome in outcomes:
-                if not isinstance(outcome, AppendInfo):
-                    raise outcome
-                infos.append(outcome)
-            # A slice smaller than one batch appends nothing while it keeps its last batch: take more.
-            step = step if consumed else step * 2
-            start += consumed
-        return AppendInfo.spanning(infos)
+        while start < total:
+            end = min(start + step, total)
+            gathered = table.slice(start, end - start) if one_partition else table.take(order[start:end])
+            gathered = gathered.combine_chunks()
+            resume = end
+            for partition in range(int(np.searchsorted(ends, start, side="right")), len(ends)):
+                first, last = max(int(bounds[partition]), start), min(int(ends[partition]), end)
+                if first >= end:
+                    break
+                if first == last:
+                    continue
+                runs_on = int(ends[partition]) > end
+                consumed, outcomes = self._append_rows(
+                    self._accumulator.partition(topic, partition),
+                    gathered.slice(first - start, last - first),
+                    runs_on,
+                    deadline,
+                )
+                for _first, _last, outcome in outcomes:
+                    if not isinstance(outcome, AppendInfo):
+                        raise outcome
+                    infos.setdefault(partition, []).append(outcome)
+                if runs_on:
+                    resume = first + consumed
+            # A window whose last partition appended nothing (less than one batch) takes more rows next.
+            step = step if resume > start else step * 2
+            start = resume
+        return {partition: AppendInfo.spanning(appended) for partition, appended in infos.items()}
 
     def _append_rows(
         self, state: PartitionState, table: pa.Table, keep_partial: bool, deadline: float
@@ -208,7 +231,8 @@ class Sender:
         return done, outcomes
 
     def _encode(self, state: PartitionState, table: pa.Table) -> list[EncodedBatches]:
-        """The rows as batches of ``batch.size``, numbered from the partition's next sequence, grouped into
+        """The rows as batches of ``batch.size`` (compressed, by the topic's estimated compression ratio,
+        as Kafka's producer fills them), numbered from the partition's next sequence, grouped into
         appends of at most ``max.request.size`` bytes."""
         cfg = self.config
         transactions = self._transactions
@@ -217,13 +241,19 @@ class Sender:
         settings = BatchSettings(
             codec=cfg.codec,
             max_batch_bytes=max(cfg.batch_size, RECORD_BATCH_OVERHEAD),
+            batch_bytes_limit=cfg.max_request_size,
             max_batch_records=INT_MAX,
             producer_id=transactions.producer_id if cfg.idempotent else NO_PRODUCER_ID,
             producer_epoch=transactions.producer_epoch if cfg.idempotent else NO_PRODUCER_EPOCH,
             base_sequence=state.next_sequence if cfg.idempotent else NO_SEQUENCE,
             transactional=transactions.transactional,
         )
-        return [group for encoded in encode_arrow(table, settings) for group in _split(encoded, cfg.max_request_size)]
+        estimate = self._accumulator.topic(state.topic).compression
+        return [
+            group
+            for encoded in encode_arrow(table, settings, estimate=estimate)
+            for group in _split(encoded, cfg.max_request_size)
+        ]
 
     def _append_group(
         self, state: PartitionState, group: EncodedBatches, deadline: float

@@ -449,7 +449,7 @@ class ProducerStateTracker:
     def load_replayed(
         self, bases: list[int], active_base: int, active_size: int, offset: int, *, remove_unreadable: bool = False
     ) -> tuple[dict[int, ProducerEntry], int]:
-        """``load``, and how many producer batches it replayed after the snapshot it started from.
+        """``load``, and how many runs of producer batches it replayed after the snapshot it started from.
 
         A snapshot that cannot be read is passed over for the one before it, and removed when
         ``remove_unreadable`` (a writer holding the partition's lock), as Kafka's ``ProducerStateManager``
@@ -464,14 +464,14 @@ class ProducerStateTracker:
                 break
             if remove_unreadable:
                 self.remove_snapshots([candidate])
-        batches = 0
+        runs = 0
         for base, next_base in zip(bases, [*bases[1:], None][: len(bases)], strict=True):
             if base >= offset or (next_base is not None and next_base <= start):
                 continue
             segment = self.segments.get(base)
             end = active_size if base == active_base else segment.size()
-            batches += replay_segment(producers, segment, 0, end, start, offset).batches
-        return producers, batches
+            runs += replay_segment(producers, segment, 0, end, start, offset).runs
+        return producers, runs
 
     def _read_snapshot(self, offset: int) -> list[ProducerSnapshotEntry] | None:
         """The entries of ``<offset>.snapshot``; None when it is gone or corrupt."""
@@ -504,11 +504,12 @@ class Replayed:
     Attributes:
         aborted: With ``open_txns``, the ``.txnindex`` entries of the transactions the batches aborted, in log
             order, as Kafka's recovery (``LogSegment.recover``) derives them batch by batch; else empty.
-        batches: The producer batches applied: what a replay costs, one step per batch.
+        runs: The runs of producer batches applied (a writer's consecutive batches are one run): what a replay
+            costs, one Python step per run.
     """
 
     aborted: list[AbortedTxn] = field(default_factory=list)
-    batches: int = 0
+    runs: int = 0
 
 
 def replay_segment(
@@ -540,20 +541,64 @@ def _replay(
     open_txns: OpenTransactions | None,
     replayed: Replayed,
 ) -> None:
-    """Apply the producer batches of ``chunk`` whose last offset lies in [start, end)."""
+    """Apply the producer batches of ``chunk`` whose last offset lies in [start, end).
+
+    Consecutive data batches of one producer that continue each other (``_continuing``) are applied
+    as one run, as the producer's state records them: a writer's batches mostly come so, and the
+    replay then costs Python per run, not per batch.
+    """
     e = chunk.entries
     last_offsets = e.last_offsets
     producer_ids = e.producer_ids
     mask = (e.magics >= MAGIC_V2) & (producer_ids >= 0) & (last_offsets >= start) & (last_offsets < end)
-    followed = e.is_transactional | e.is_control
-    applied = np.flatnonzero(mask).tolist()
-    replayed.batches += len(applied)
-    for i in applied:
-        completed = apply_entry(producers, chunk.buf, e, i, int(last_offsets[i]))
+    transactional = e.is_transactional
+    followed = transactional | e.is_control
+    indexes = np.flatnonzero(mask)
+    if len(indexes) == 0:
+        return
+    firsts = np.flatnonzero(np.concatenate(([True], ~_continuing(e, indexes, last_offsets))))
+    lasts = np.append(firsts[1:], len(indexes)) - 1
+    replayed.runs += len(firsts)
+    for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
+        i = int(indexes[first])
+        if first == last:
+            completed = apply_entry(producers, chunk.buf, e, i, int(last_offsets[i]))
+        else:
+            completed = None
+            apply_run(
+                producers,
+                int(producer_ids[i]),
+                int(e.producer_epochs[i]),
+                int(e.base_sequences[i]),
+                int(last_offsets[i] - e.last_offset_deltas[i]),
+                int(last_offsets[indexes[last]]),
+                int(e.max_timestamps[indexes[first : last + 1]].max()),
+                transactional=bool(transactional[i]),
+            )
         if open_txns is not None and followed[i]:
             entry = open_txns.follow(producers[int(producer_ids[i])], completed)
             if entry is not None:
                 replayed.aborted.append(entry)
+
+
+def _continuing(e: EntryTable, indexes: np.ndarray, last_offsets: np.ndarray) -> np.ndarray:
+    """For each batch of ``indexes`` after the first, whether it continues the one before: a data batch
+    of the same producer, epoch and transactionality at the next offset and the next sequence, which
+    ``ProducerEntry.record`` merges into the same run."""
+    before, after = indexes[:-1], indexes[1:]
+    data = ~e.is_control
+    transactional = e.is_transactional
+    pids, epochs, deltas, sequences = e.producer_ids, e.producer_epochs, e.last_offset_deltas, e.base_sequences
+    return np.asarray(
+        data[before]
+        & data[after]
+        & (pids[before] == pids[after])
+        & (epochs[before] == epochs[after])
+        & (transactional[before] == transactional[after])
+        & (last_offsets[after] - deltas[after] == last_offsets[before] + 1)
+        & (sequences[before] >= 0)
+        & (sequences[after] == (sequences[before] + deltas[before] + 1) % _SEQUENCE_MODULUS)
+    )
 
 
 def apply_entry(

@@ -28,11 +28,12 @@ from pysparklog.storage.producer_state import (
 from pysparklog.storage.records.memory_records import EntryTable
 from pysparklog.storage.transaction_index import AbortedTxn
 
-#: Producer batches a process may replay to rebuild producer state before it snapshots the result at the log
-#: end (besides the snapshot of every roll), so that the next process starts from there. Kafka's broker keeps
-#: the state in memory and needs no such snapshot; short-lived writers (a Spark task each) do. Counted in
-#: batches, as a replay's cost is: a stream of one-record transactions adds two batches per micro-batch, and a
-#: replay of 10^5 offsets of them took each task tens of milliseconds.
+#: Runs of producer batches (a writer's consecutive batches are one run) a process may replay to rebuild producer
+#: state before it snapshots the result at the log end (besides the snapshot of every roll), so that the next
+#: process starts from there. Kafka's broker keeps the state in memory and needs no such snapshot; short-lived
+#: writers (a Spark task each) do. Counted in runs, as a replay's cost is: a stream of one-record transactions adds
+#: two runs (a batch and its marker) per micro-batch, and a replay of 10^5 offsets of them took each task tens of
+#: milliseconds.
 SNAPSHOT_AFTER_REPLAY = 200
 
 

@@ -531,7 +531,12 @@ class BatchSettings:
     Attributes:
         codec: Compression of each batch's records.
         max_batch_bytes: A batch closes before the record that would take it past this (Kafka's
-            ``batch.size``; a single larger record still gets a batch).
+            ``batch.size``; a single larger record still gets a batch). A compressed batch is measured
+            by its estimated compressed size, as Kafka's producer measures it (``CompressionEstimate``).
+        batch_bytes_limit: The most a compressed batch's records may take before compression, whatever
+            the estimate, so that no batch can pass the limits on a request or a batch (Kafka's
+            ``max.request.size``, ``message.max.bytes``); a compressed batch that still comes out
+            larger is cut again by its uncompressed size. Never below ``max_batch_bytes``.
         max_batch_records: At most this many records per batch.
         timestamp_type: CreateTime keeps the given timestamps; LogAppendTime marks the batch so
             the log stamps it on append.
@@ -545,6 +550,7 @@ class BatchSettings:
 
     codec: Codec = Codec.NONE
     max_batch_bytes: int = 1024 * 1024
+    batch_bytes_limit: int = 1024 * 1024
     max_batch_records: int = 1 << 20
     timestamp_type: TimestampType = TimestampType.CREATE_TIME
     producer_id: int = NO_PRODUCER_ID
@@ -584,15 +590,15 @@ _PER_RECORD_OVERHEAD = 36  # the largest varints a record can carry besides its 
 _PER_HEADER_OVERHEAD = 10  # the largest key and value length varints of a header
 
 
-def _max_batches(rows: int, records_bytes: int, settings: BatchSettings) -> int:
+def _max_batches(rows: int, records_bytes: int, batch_bytes: int, settings: BatchSettings) -> int:
     """At most how many batches ``rows`` records of at most ``records_bytes`` bytes in all make.
 
     A batch ends after ``max_batch_records`` records, after the last row, or when its next record
-    would take it past ``max_batch_bytes``: then its records and that next one hold more than
-    ``max_batch_bytes`` less a header, and as no record counts more than twice, fewer than
+    would take it past ``batch_bytes``: then its records and that next one hold more than
+    ``batch_bytes`` less a header, and as no record counts more than twice, fewer than
     ``2 * records_bytes`` / that many batches end so.
     """
-    room = settings.max_batch_bytes - RECORD_BATCH_OVERHEAD
+    room = batch_bytes - RECORD_BATCH_OVERHEAD
     if room <= 0:
         return rows
     return min(rows, rows // settings.max_batch_records + 2 * records_bytes // room + 1)
@@ -631,11 +637,142 @@ def _finish(out: np.ndarray, table: np.ndarray, used: int) -> EncodedBatches:
     return EncodedBatches(out, positions, sizes, counts)
 
 
+#: Kafka's ``MemoryRecordsBuilder.COMPRESSION_RATE_ESTIMATION_FACTOR``: the margin its estimate of a
+#: compressed batch's size adds to the estimated ratio.
+_COMPRESSION_MARGIN = 1.05
+
+
+@dataclass(slots=True)
+class CompressionEstimate:
+    """How much a codec shrinks a stream's records: compressed / uncompressed bytes of a batch's records.
+
+    Kafka's producer keeps such an estimate per topic and codec (``CompressionRatioEstimator``) and
+    closes a compressed batch once its records, at that ratio plus 5 %, would fill ``batch.size``, so
+    its batches hold about ``batch.size`` compressed bytes. ``encode_arrow`` does the same with whole
+    chunks: before the first, the ratio is measured on a sample of the records (a batch of them
+    compressed); each chunk encoded then sets it to the ratio its batches had. A caller that keeps
+    the estimate across calls (the producer, per topic) spares the sample.
+
+    Attributes:
+        ratio: The estimate, or None before anything was measured.
+    """
+
+    ratio: float | None = None
+
+    def batch_bytes(self, max_batch_bytes: int, limit: int) -> int:
+        """The uncompressed size at which a batch's estimated compressed size reaches ``max_batch_bytes``
+        (``batch.size``), within ``limit``; ``max_batch_bytes`` itself before anything was measured."""
+        if self.ratio is None:
+            return max_batch_bytes
+        records = (max_batch_bytes - RECORD_BATCH_OVERHEAD) / max(self.ratio * _COMPRESSION_MARGIN, 1e-6)
+        return min(RECORD_BATCH_OVERHEAD + int(records), max(limit, max_batch_bytes))
+
+    def observe(self, records_bytes: np.ndarray, compressed_bytes: np.ndarray) -> None:
+        """Take the ratio of batches just compressed (their records' sizes before and after); the last
+        batch counts only when it is the only one, as a short last batch compresses worse."""
+        if len(records_bytes) > 1:
+            records_bytes, compressed_bytes = records_bytes[:-1], compressed_bytes[:-1]
+        total = int(records_bytes.sum())
+        if total > 0:
+            self.ratio = int(compressed_bytes.sum()) / total
+
+
+def _sample_ratio(cols: _Columns, row: int, end_row: int, settings: BatchSettings, batch_bytes: int) -> float:
+    """The compression ratio of one batch of ``batch_bytes`` from ``row`` on, encoded and compressed
+    (and dropped): what a batch of that size makes of these records."""
+    out, _table, _next, used = _encode_batches(
+        cols, row, end_row, settings, batch_bytes, NO_SEQUENCE, batch_bytes + RECORD_BATCH_OVERHEAD, 1
+    )
+    records = out.data[RECORD_BATCH_OVERHEAD:used]
+    return len(compress(settings.codec, records)) / max(len(records), 1)
+
+
+def _measure(estimate: CompressionEstimate, cols: _Columns, row: int, end_row: int, settings: BatchSettings) -> None:
+    """A first estimate from the records themselves: a batch of ``batch.size`` uncompressed bytes, then
+    one of the size that ratio gives (a larger batch compresses better), each compressed once."""
+    estimate.ratio = _sample_ratio(cols, row, end_row, settings, settings.max_batch_bytes)
+    larger = estimate.batch_bytes(settings.max_batch_bytes, settings.batch_bytes_limit)
+    if larger > settings.max_batch_bytes:
+        estimate.ratio = _sample_ratio(cols, row, end_row, settings, larger)
+
+
+def _records_bytes(cols: _Columns, row: int, end_row: int) -> int:
+    """At most how many bytes rows ``[row, end_row)`` take as records, before compression."""
+    data_bytes = (
+        int(cols.key_offsets[end_row] - cols.key_offsets[row])
+        + int(cols.value_offsets[end_row] - cols.value_offsets[row])
+        + (len(cols.header_key_data) + len(cols.header_value_data) if cols.has_headers else 0)
+    )
+    lists = cols.header_list_offsets
+    n_headers = int(lists[end_row] - lists[row]) if cols.has_headers else 0
+    return data_bytes + (end_row - row) * _PER_RECORD_OVERHEAD + n_headers * _PER_HEADER_OVERHEAD
+
+
+def _encode_chunk(
+    cols: _Columns, row: int, end_row: int, settings: BatchSettings, batch_bytes: int, sequence: int
+) -> tuple[EncodedBatches, np.ndarray, int]:
+    """Rows from ``row`` on as batches of at most ``batch_bytes`` before compression, up to about 16 MiB.
+
+    Returns:
+        (the batches, each one's size before compression, the first row left).
+    """
+    remaining = end_row - row
+    records_bytes = _records_bytes(cols, row, end_row)
+    # Room for every batch's header, so that a chunk ends early only at _ENCODE_CHUNK_BYTES.
+    max_batches = _max_batches(remaining, records_bytes, batch_bytes, settings)
+    estimate = records_bytes + max_batches * RECORD_BATCH_OVERHEAD
+    capacity = max(min(estimate, _ENCODE_CHUNK_BYTES), batch_bytes + RECORD_BATCH_OVERHEAD)
+    out, table, next_row, used = _encode_batches(
+        cols, row, end_row, settings, batch_bytes, sequence, capacity, max_batches
+    )
+    uncompressed = table[:, 1].copy()
+    return _finish(out, table, used), uncompressed, next_row
+
+
+def _encode_batches(
+    cols: _Columns,
+    row: int,
+    end_row: int,
+    settings: BatchSettings,
+    batch_bytes: int,
+    sequence: int,
+    capacity: int,
+    max_batches: int,
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The kernel's uncompressed batches from ``row`` on into a buffer of ``capacity`` bytes (more when a
+    record does not fit in it), at most ``max_batches`` of them.
+
+    Returns:
+        (the buffer, the table of its batches, the first row left, the bytes used).
+    """
+    while True:
+        out = pool_empty(capacity, np.uint8)
+        table = np.empty((min(max_batches, capacity // RECORD_BATCH_OVERHEAD), 4), dtype=np.int64)
+        next_row, n_batches, used = cols.encode(
+            row,
+            end_row,
+            batch_bytes,
+            settings.max_batch_records,
+            settings.attributes,
+            settings.producer_id,
+            settings.producer_epoch,
+            sequence,
+            _NO_PLAN,
+            _NO_OFFSET_DELTAS,
+            out,
+            table,
+        )
+        if n_batches:
+            return out, table[:n_batches], next_row, used
+        capacity *= 2  # one record larger than the buffer: make room for it
+
+
 def encode_arrow(
     data: pa.Table | pa.RecordBatch,
     settings: BatchSettings | None = None,
     *,
     now_ms: int | None = None,
+    estimate: CompressionEstimate | None = None,
 ) -> Iterator[EncodedBatches]:
     """Encode Arrow rows as v2 record batches.
 
@@ -643,12 +780,21 @@ def encode_arrow(
     milliseconds; null means now), ``headers`` (list of struct<key: string, value: binary>).
     Other columns are ignored. Output comes in chunks of about 16 MiB so memory stays bounded.
 
+    Args:
+        data: The rows.
+        settings: How batches are made.
+        now_ms: The timestamp of rows without one (default: now).
+        estimate: The codec's compression ratio on these records, kept by a caller that encodes
+            more of them later and updated here (default: measured on a sample); unused without
+            compression.
+
     Raises:
         InvalidRecordError: A column is missing or has a type the encoder does not accept.
     """
     settings = settings or BatchSettings()
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    attributes = settings.attributes
+    compressed = settings.codec != Codec.NONE
+    estimate = estimate or CompressionEstimate()
     sequence = settings.base_sequence
     batches = data.to_batches() if isinstance(data, pa.Table) else [data]
     for batch in batches:
@@ -657,40 +803,21 @@ def encode_arrow(
         cols = _columns(batch, now)
         row, end_row = 0, batch.num_rows
         while row < end_row:
-            remaining = end_row - row
-            data_bytes = (
-                int(cols.key_offsets[end_row] - cols.key_offsets[row])
-                + int(cols.value_offsets[end_row] - cols.value_offsets[row])
-                + (len(cols.header_key_data) + len(cols.header_value_data) if cols.has_headers else 0)
-            )
-            lists = cols.header_list_offsets
-            n_headers = int(lists[end_row] - lists[row]) if cols.has_headers else 0
-            records_bytes = data_bytes + remaining * _PER_RECORD_OVERHEAD + n_headers * _PER_HEADER_OVERHEAD
-            # Room for every batch's header, so that a chunk ends early only at _ENCODE_CHUNK_BYTES.
-            max_batches = _max_batches(remaining, records_bytes, settings)
-            estimate = records_bytes + max_batches * RECORD_BATCH_OVERHEAD
-            capacity = max(min(estimate, _ENCODE_CHUNK_BYTES), settings.max_batch_bytes + RECORD_BATCH_OVERHEAD)
-            while True:
-                out = pool_empty(capacity, np.uint8)
-                table = np.empty((min(max_batches, capacity // RECORD_BATCH_OVERHEAD), 4), dtype=np.int64)
-                next_row, n_batches, used = cols.encode(
-                    row,
-                    end_row,
-                    settings.max_batch_bytes,
-                    settings.max_batch_records,
-                    attributes,
-                    settings.producer_id,
-                    settings.producer_epoch,
-                    sequence,
-                    _NO_PLAN,
-                    _NO_OFFSET_DELTAS,
-                    out,
-                    table,
+            if not compressed:
+                encoded, _sizes, next_row = _encode_chunk(
+                    cols, row, end_row, settings, settings.max_batch_bytes, sequence
                 )
-                if n_batches:
-                    break
-                capacity *= 2  # one record larger than the buffer: make room for it
-            encoded = _finish(out, table[:n_batches], used)
+            else:
+                room = settings.max_batch_bytes - RECORD_BATCH_OVERHEAD
+                if estimate.ratio is None and _records_bytes(cols, row, end_row) > room:
+                    _measure(estimate, cols, row, end_row, settings)  # else they make one batch whatever the ratio
+                batch_bytes = estimate.batch_bytes(settings.max_batch_bytes, settings.batch_bytes_limit)
+                encoded, sizes, next_row = _encode_chunk(cols, row, end_row, settings, batch_bytes, sequence)
+                if batch_bytes > settings.max_batch_bytes and int(encoded.sizes.max()) > settings.batch_bytes_limit:
+                    # The records compressed far worse than the estimate said: cut them by their own size.
+                    batch_bytes = settings.max_batch_bytes
+                    encoded, sizes, next_row = _encode_chunk(cols, row, end_row, settings, batch_bytes, sequence)
+                estimate.observe(sizes - RECORD_BATCH_OVERHEAD, encoded.sizes - RECORD_BATCH_OVERHEAD)
             if sequence >= 0:
                 sequence = (sequence + encoded.num_records) % 2**31
             row = next_row

@@ -19,6 +19,7 @@ from pysparklog.storage.records.arrow_records import (
     RECORD_SCHEMA_WITH_HEADERS,
     TIMESTAMP_TYPE,
     BatchSettings,
+    CompressionEstimate,
     EncodedBatches,
     encode_arrow,
 )
@@ -265,6 +266,57 @@ def test_encoded_batches_describe_their_data() -> None:
     assert chunk.sizes.tolist() == entries.sizes.tolist()
     assert chunk.record_counts.tolist() == [3, 3, 3, 1] == entries.column(kernels.E_RECORDS_COUNT).tolist()
     assert entries.stop_position == len(chunk.data) and not entries.incomplete_tail
+
+
+def compressible_table(n: int) -> pa.Table:
+    """Values of 100 bytes that repeat but for a few digits, as JSON records do: zstd takes them 5-10:1."""
+    rng = np.random.default_rng(3)
+    values = [
+        b'{"id": %010d, "kind": "click", "page": "/products/%06d", "ok": true}' % (i, rng.integers(10**6))
+        for i in range(n)
+    ]
+    return pa.table({"key": [b"%010d" % i for i in range(n)], "value": values})
+
+
+@pytest.mark.parametrize("codec", [Codec.ZSTD, Codec.LZ4, Codec.GZIP, Codec.SNAPPY])
+def test_compressed_batches_fill_max_batch_bytes_once_compressed(codec: Codec) -> None:
+    # Kafka's producer closes a compressed batch when its estimated compressed size reaches batch.size.
+    table = compressible_table(20_000)
+    settings = BatchSettings(codec=codec, max_batch_bytes=16384, batch_bytes_limit=1 << 20)
+    chunks = encode_chunks(table, settings)
+    sizes = np.concatenate([chunk.sizes for chunk in chunks])
+    assert 0.7 * 16384 <= np.median(sizes) <= 16384
+    assert sizes.max() <= 1 << 20
+    assert sum(chunk.num_records for chunk in chunks) == 20_000
+    # Every batch holds far more records than batch.size bytes of them uncompressed would.
+    assert np.median(np.concatenate([chunk.record_counts for chunk in chunks])) > 16384 // 110 * 2
+    assert column(decode(b"".join(chunk.data.tobytes() for chunk in chunks)), "value") == column(table, "value")
+
+
+def test_uncompressed_batches_keep_to_max_batch_bytes() -> None:
+    chunks = encode_chunks(compressible_table(2000), BatchSettings(max_batch_bytes=4096))
+    sizes = np.concatenate([chunk.sizes for chunk in chunks])
+    assert sizes.max() <= 4096 and (sizes[:-1] > 4096 - 120).all()
+
+
+def test_compressed_batches_keep_within_the_limit_whatever_the_estimate() -> None:
+    table = pa.table({"value": [np.random.default_rng(i).bytes(100) for i in range(5000)]})  # incompressible
+    settings = BatchSettings(codec=Codec.ZSTD, max_batch_bytes=1024, batch_bytes_limit=8192)
+    wrong = CompressionEstimate(ratio=0.01)  # an estimate from records that compressed 100:1
+    chunks = list(encode_arrow(table, settings, now_ms=NOW_MS, estimate=wrong))
+    sizes = np.concatenate([chunk.sizes for chunk in chunks])
+    assert sizes.max() <= 8192
+    assert wrong.ratio is not None and wrong.ratio > 0.9  # learned from the batches just compressed
+    later = np.concatenate([chunk.sizes for chunk in encode_arrow(table, settings, now_ms=NOW_MS, estimate=wrong)])
+    assert later.max() <= 1024 < later.max() + 200
+
+
+def test_very_compressible_batches_stop_at_the_limit() -> None:
+    table = pa.table({"value": [bytes(1000)] * 5000})  # zeros: thousands to one
+    settings = BatchSettings(codec=Codec.GZIP, max_batch_bytes=16384, batch_bytes_limit=65536)
+    chunks = encode_chunks(table, settings)
+    counts = np.concatenate([chunk.record_counts for chunk in chunks])
+    assert counts.max() <= 65536 // 1000 and len(counts) < 5000 // 50
 
 
 def test_more_rows_than_one_encoder_chunk() -> None:
