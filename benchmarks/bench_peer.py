@@ -37,6 +37,8 @@ pysparklog's exactly-once sink (the connector's sink is at-least-once only).
   warms up, are left out. For pysparklog's exactly-once sink the append precedes the micro-batch's commit, so a
   ``read_committed`` reader sees a record later than this figure by the commit (the decision record and the
   COMMIT markers); the connector's sink has no commit, its records are visible once appended.
+- **The copy's floor**: pysparklog's copy again, at the same pace, into a Python stream sink that only counts its
+  batches (``bench_sink``'s ``NullSink``): the micro-batch of Spark's Python sink machinery, whatever the sink does.
 
 ``python -m benchmarks.bench_peer`` (``make bench-peer``) runs it with 10 M records; ``--records`` sizes the
 loaded topic. It is not part of ``python -m benchmarks``: the broker, the connector's resolution and the two
