@@ -68,7 +68,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from benchmarks.bench_sink import NullSink
-from benchmarks.bench_source import SyntheticArrowSource
+from benchmarks.bench_source import SyntheticArrowSource, SyntheticSimpleSource
 from benchmarks.common import local_spark, use_cores
 from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.storage.log_dir import LogDirectory
@@ -354,6 +354,11 @@ class _Run:
         reader = self.spark.readStream.format(SyntheticArrowSource.name()).option("total", str(TINY_BATCHES))
         return reader.option("rowsPerBatch", "1").option("maxOffsetsPerTrigger", "1").load()
 
+    def simple_stream(self) -> DataFrame:
+        """The trivial source's rows through PySpark's simple stream reader: one row per micro-batch, read by
+        the driver and handed to Spark with the plan."""
+        return self.spark.readStream.format(SyntheticSimpleSource.name()).option("total", str(TINY_BATCHES)).load()
+
     def _into_noop(self, stream: DataFrame) -> tuple[float, StreamingQuery]:
         writer = stream.writeStream.format("noop").option("checkpointLocation", self.checkpoint())
         started = time.perf_counter()
@@ -463,7 +468,10 @@ def measure(records: int, latency_records: int) -> list[Comparison]:
         with KafkaBroker.started(Path(root) / "kafka") as broker:
             kafka, ours = _Kafka(broker), _Pysparklog(os.path.join(root, "logs"))
             spark = local_spark(
-                "pysparklog-bench-peer", SLOTS, (SyntheticArrowSource, NullSink), {"spark.jars.packages": KAFKA_PACKAGE}
+                "pysparklog-bench-peer",
+                SLOTS,
+                (SyntheticArrowSource, SyntheticSimpleSource, NullSink),
+                {"spark.jars.packages": KAFKA_PACKAGE},
             )
             try:
                 return _measure(_Run(spark, root), kafka, ours, records, latency_records)
@@ -492,6 +500,7 @@ def _measure(run: _Run, kafka: _Kafka, ours: _Pysparklog, records: int, latency_
     shares = " and ".join(f"{selected / records:.1%}" for _, selected in bounds)
     tiny = [run.micro_batches(run.tiny_stream(side)) for side in sides]
     trivial = run.micro_batches(run.trivial_stream())
+    simple = run.micro_batches(run.simple_stream())
     copies = [run.latencies(side, latency_records) for side in sides]
     sink_floor = run.sink_floor(ours, latency_records // 2)
     p50, p99 = ([float(np.percentile(ms, q)) for ms, _ in copies] for q in (50, 99))
@@ -530,6 +539,13 @@ def _measure(run: _Run, kafka: _Kafka, ours: _Pysparklog, records: int, latency_
             "-",
             str(trivial),
             trivial.over(tiny[0]),
+        ),
+        Comparison(
+            "the floor of micro-batches read by the driver: the trivial source as a simple stream reader, "
+            "triggerExecution / addBatch",
+            "-",
+            str(simple),
+            simple.over(tiny[0]),
         ),
         _compare(
             f"end-to-end latency p50, 1 record per {LATENCY_INTERVAL_S * 1000:.0f} ms, stream copy topic to topic "

@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
@@ -187,6 +187,43 @@ class IpcArrowSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options: Any = self.options
         return _IpcReader(str(options["files"]).split(","))
+
+
+class _SyntheticSimpleReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """One cached row per micro-batch, read by the driver: PySpark sends it with the micro-batch's plan."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"row": 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def read(self, start: dict[str, int]) -> tuple[Iterator[pa.RecordBatch], dict[str, int]]:
+        if start["row"] >= self.total:
+            return iter(()), start
+        return iter([_synthetic_batch(1)]), {"row": start["row"] + 1}
+
+    def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]) -> Iterator[pa.RecordBatch]:
+        return iter([_synthetic_batch(end["row"] - start["row"])])
+
+
+class SyntheticSimpleSource(DataSource):
+    """The synthetic source's rows through PySpark's simple stream reader: a micro-batch read by the driver and
+    handed to Spark with its plan, the path of pysparklog's ``driverReadMaxOffsets``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pysparklog_bench_synthetic_simple"
+
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        options: Any = self.options
+        return _SyntheticSimpleReader(int(options["total"]))
 
 
 class SyntheticArrowSource(DataSource):
