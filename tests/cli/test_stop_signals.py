@@ -34,13 +34,19 @@ def test_a_signal_ends_the_wait_and_is_not_raised() -> None:
 
 
 def test_the_previous_handlers_are_back_afterwards() -> None:
-    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    with StopSignals(signal.SIGINT, signal.SIGTERM):
-        assert signal.getsignal(signal.SIGINT) != before[0]
-    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
-    with pytest.raises(KeyboardInterrupt):  # Python's own Ctrl-C again
-        send_later(0).join()
-        time.sleep(5)  # not reached: the handler runs as soon as the main thread is back in Python code
+    # Python's own Ctrl-C handler before, whatever the suite started with: a shell without job control starts its
+    # background commands with SIGINT ignored, and Python then installs no handler of its own.
+    started_with = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        with StopSignals(signal.SIGINT, signal.SIGTERM):
+            assert signal.getsignal(signal.SIGINT) != before[0]
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+        with pytest.raises(KeyboardInterrupt):  # Python's own Ctrl-C again
+            send_later(0).join()
+            time.sleep(5)  # not reached: the handler runs as soon as the main thread is back in Python code
+    finally:
+        signal.signal(signal.SIGINT, started_with)
 
 
 @pytest.mark.timeout(60)
