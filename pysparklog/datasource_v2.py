@@ -27,8 +27,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from types import FrameType
 
 import pyarrow as pa
@@ -313,19 +313,20 @@ def _plan(
         return [], previous
     groups, state, description = group_ranges(pieces, None, options.assignor, previous)
     _log.info("pysparklog: %s", description)
-    planned: list[InputPartition] = [
-        RangesPartition(
-            options.path,
-            tuple(group),
-            options.include_headers,
-            options.read_committed,
-            options.fail_on_data_loss,
-            options.storage_settings,
-        )
-        for group in groups
-        if group
-    ]
+    planned: list[InputPartition] = [_reading(options, group) for group in groups if group]
     return planned, state
+
+
+def _reading(options: SourceOptions, ranges: Iterable[OffsetRange]) -> RangesPartition:
+    """What one task (or the driver) reads: ``ranges``, as the options say to read them."""
+    return RangesPartition(
+        options.path,
+        tuple(ranges),
+        options.include_headers,
+        options.read_committed,
+        options.fail_on_data_loss,
+        options.storage_settings,
+    )
 
 
 class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -403,6 +404,11 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return offsets_to_dict(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[InputPartition]:
+        planned, self._assignment = _plan(self.options, self._ranges(start, end), self._assignment)
+        return planned
+
+    def _ranges(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[OffsetRange]:
+        """The micro-batch's offset ranges, one per partition, with Kafka's data-loss checks."""
         begin, until = parse_offsets(start), parse_offsets(end)
         ranges: list[OffsetRange] = []
         for tp, stop in until.items():
@@ -418,8 +424,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         gone = sorted(set(begin) - set(until))
         if gone:
             self._report_data_loss(f"{', '.join(map(str, gone))} are gone")
-        planned, self._assignment = _plan(self.options, ranges, self._assignment)
-        return planned
+        return ranges
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)
@@ -552,9 +557,13 @@ class DriverReadingStreamReader(PySparkLogStreamReader, _SimpleStreamReaderWrapp
         self.simple_reader = self  # type: ignore[assignment]
 
     def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[InputPartition]:
-        planned = super().partitions(start, end)
-        self._driver_read = self._read_on_driver(planned)
-        return planned if self._driver_read is None else [self._driver_read]
+        ranges = self._ranges(start, end)
+        to_read = [r for r in ranges if r.end > r.start]  # as the tasks' planning leaves out empty ranges
+        self._driver_read = _reading(self.options, to_read) if self._read_on_driver(to_read) else None
+        if self._driver_read is not None:
+            return [self._driver_read]
+        planned, self._assignment = _plan(self.options, ranges, self._assignment)
+        return planned
 
     def getCache(  # noqa: N802 (PySpark's name)
         self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
@@ -562,18 +571,13 @@ class DriverReadingStreamReader(PySparkLogStreamReader, _SimpleStreamReaderWrapp
         """The records of the micro-batch ``partitions`` just planned, when it is read here; None otherwise."""
         return None if self._driver_read is None else read_ranges(self._driver_read)
 
-    def _read_on_driver(self, planned: list[InputPartition]) -> RangesPartition | None:
-        """The micro-batch as one partition when it is small enough to read here, and no ``minPartitions``
-        asks for more than one task."""
+    def _read_on_driver(self, ranges: list[OffsetRange]) -> bool:
+        """Whether the micro-batch is read here: it has offsets to read, at most ``driverReadMaxOffsets`` of
+        them, and no ``minPartitions`` asks for more than one task."""
         if (self.options.min_partitions or 1) > 1:
-            return None
-        tasks = [p for p in planned if isinstance(p, RangesPartition)]
-        if not tasks or len(tasks) != len(planned):
-            return None
-        ranges = tuple(r for task in tasks for r in task.ranges)
-        if sum(r.end - r.start for r in ranges) > self.options.driver_read_max_offsets:
-            return None
-        return replace(tasks[0], ranges=ranges)
+            return False
+        offsets = sum(r.end - r.start for r in ranges)
+        return 0 < offsets <= self.options.driver_read_max_offsets
 
 
 class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
