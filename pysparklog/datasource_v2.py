@@ -561,6 +561,11 @@ class DriverReadingStreamReader(PySparkLogStreamReader, _SimpleStreamReaderWrapp
         to_read = [r for r in ranges if r.end > r.start]  # as the tasks' planning leaves out empty ranges
         self._driver_read = _reading(self.options, to_read) if self._read_on_driver(to_read) else None
         if self._driver_read is not None:
+            _log.info(
+                "pysparklog: %d offsets of %d log partitions read by the driver",
+                sum(r.end - r.start for r in to_read),
+                len(to_read),
+            )
             return [self._driver_read]
         planned, self._assignment = _plan(self.options, ranges, self._assignment)
         return planned

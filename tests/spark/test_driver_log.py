@@ -32,7 +32,7 @@ spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "fal
          .config("spark.ui.showConsoleProgress", "false").getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
 stream = (spark.readStream.format("pysparklog").option("subscribe", "t").option("startingOffsets", "earliest")
-          .option("assignor", "sticky").load(path))
+          .option("assignor", "sticky").option("driverReadMaxOffsets", sys.argv[2]).load(path))
 query = (stream.writeStream.format("noop").trigger(availableNow=True)
          .option("checkpointLocation", os.path.join(path, "..", "checkpoint")).start())
 query.awaitTermination()
@@ -40,17 +40,30 @@ spark.stop()
 """
 
 
-def test_the_driver_log_names_each_micro_batchs_assignment_when_asked(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("driver_read_max_offsets", "logged"),
+    [
+        ("0", "sticky assignment (generation 1): 3 offset ranges of 3 log partitions on 3 tasks"),
+        ("10000", "30 offsets of 3 log partitions read by the driver"),
+    ],
+    ids=["task-read", "driver-read"],
+)
+def test_the_driver_log_names_each_micro_batchs_assignment_when_asked(
+    tmp_path: Path, driver_read_max_offsets: str, logged: str
+) -> None:
     logs = tmp_path / "logs"
     env = {**os.environ, LOG_LEVEL_VARIABLE: "INFO"}
     proc = subprocess.run(
-        [sys.executable, "-c", _APPLICATION, str(logs)], capture_output=True, text=True, cwd=REPO, timeout=300, env=env
+        [sys.executable, "-c", _APPLICATION, str(logs), driver_read_max_offsets],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if "pysparklog.datasource_v2" in line]
-    assert any(
-        "sticky assignment (generation 1): 3 offset ranges of 3 log partitions on 3 tasks" in line for line in lines
-    ), proc.stderr[-2000:]
+    assert any(logged in line for line in lines), proc.stderr[-2000:]
 
 
 _LIBRARY_LOGS = """
