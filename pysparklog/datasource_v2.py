@@ -65,6 +65,7 @@ from pysparklog.offsets import OffsetStore
 from pysparklog.spark.arrow import source_schema, to_spark_batch
 from pysparklog.spark.kafka_options import (
     SourceOptions,
+    each_partition,
     offsets_to_dict,
     parse_offsets,
     resolve_batch,
@@ -465,11 +466,12 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _latest_offsets(self, current: Offsets) -> Offsets:
         """The log end (or last stable offset with read_committed) of every subscribed partition,
         including partitions and topics that appeared since the query started."""
-        latest: Offsets = {}
-        for tp in subscribed_partitions(self.options, self._logs):
-            with self._logs.partition(tp.topic, tp.partition) as log:
-                latest[tp] = log.last_stable_offset if self.options.read_committed else log.log_end_offset
-        return latest
+        committed = self.options.read_committed
+        return each_partition(
+            self._logs,
+            subscribed_partitions(self.options, self._logs),
+            lambda log: log.last_stable_offset if committed else log.log_end_offset,
+        )
 
     def _report_data_loss(self, message: str) -> None:
         """Kafka's ``reportDataLoss``: fail with ``failOnDataLoss``, else warn and go on."""

@@ -26,6 +26,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
@@ -34,6 +35,7 @@ from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, Inva
 from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.spark.storage_options import StorageSettings, is_storage_option, log_storage, storage_settings
 from pysparklog.storage.config import INT_MAX, LONG_MAX
+from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 
@@ -883,12 +885,33 @@ def _partition_count(log_dir: LogDirectory, topic: str) -> int | None:
 
 def earliest_offsets(log_dir: LogDirectory, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
     """Each partition's log start offset (ListOffsets ``earliest``)."""
-    return {tp: _bounds(log_dir, tp)[0] for tp in partitions}
+    return each_partition(log_dir, partitions, lambda log: log.log_start_offset)
 
 
 def latest_offsets(log_dir: LogDirectory, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
     """Each partition's log end offset (ListOffsets ``latest``)."""
-    return {tp: _bounds(log_dir, tp)[1] for tp in partitions}
+    return each_partition(log_dir, partitions, lambda log: log.log_end_offset)
+
+
+#: How many partitions of a log directory on an object store are asked at once: each ask is a request or more of
+#: 10-30 ms, which a driver planning a micro-batch of many partitions must not wait for one after another.
+_PARALLEL_ASKS = 16
+
+
+def each_partition(
+    log_dir: LogDirectory, partitions: Iterable[TopicPartition], ask: Callable[[PartitionLog], int]
+) -> dict[TopicPartition, int]:
+    """``ask(log)`` of each partition's log, in order; in parallel on an object store."""
+
+    def one(tp: TopicPartition) -> int:
+        with log_dir.partition(tp.topic, tp.partition) as log:
+            return ask(log)
+
+    wanted = list(partitions)
+    if log_dir.storage.in_place_writes or len(wanted) < 2:
+        return {tp: one(tp) for tp in wanted}
+    with ThreadPoolExecutor(max_workers=min(_PARALLEL_ASKS, len(wanted))) as pool:
+        return dict(zip(wanted, pool.map(one, wanted), strict=True))
 
 
 def resolve_start(

@@ -8,9 +8,12 @@ rebuilt from the commit it now follows. A write whose outcome is unknown (a time
 settled by reading the name back: every commit carries its writer's id and append id, so a writer
 recognises its own earlier success and never commits twice.
 
-``head`` is a hint, overwritten after each commit, so that readers and writers start near the end;
-what decides is the probe of the next names, so a stale or missing hint costs a few reads, never a
-missed commit.
+A follower that knows the last commit learns whether it is still the last with one probe of the next
+name (a 404 when nothing changed); one that knows none lists the commits once (one request: sealing
+keeps them below a few thousand) and probes from the last listed. A writer that made the last commit
+it knows of creates the next one without looking first: winning the create proves its view was current,
+so an uncontended append is one request, and losing it costs what a race must (the winner's commit, the
+commits after it, a new attempt). There is no hint object to keep current: it would cost a PUT per commit.
 
 A commit object, big-endian::
 
@@ -25,8 +28,11 @@ A commit object, big-endian::
 
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -39,7 +45,6 @@ from pysparklog.errors import CorruptRecordError, StorageConflictError
 from pysparklog.storage.io import PutMode, Storage, read_if_exists
 
 COMMITS = "commits"
-HEAD = "head"
 NUMBER_DIGITS = 20
 _MAGIC = b"PSLC"
 _VERSION = 0
@@ -97,6 +102,19 @@ class Commit:
         return cls(number, writer, append_id, body)
 
 
+_shared: dict[tuple[str, str, str], CommitLog] = {}
+_shared_lock = threading.Lock()
+
+
+def _forget_shared() -> None:
+    global _shared_lock
+    _shared.clear()
+    _shared_lock = threading.Lock()  # a fork may have copied it held
+
+
+os.register_at_fork(after_in_child=_forget_shared)
+
+
 class _Unknown:
     """The default of ``CommitLog.append``'s ``after``: not known, to be looked up."""
 
@@ -109,6 +127,10 @@ BodyBuilder = Callable[[int, "Commit | None"], bytes]
 
 class CommitLog:
     """The commits of one directory.
+
+    What an object learns of its chain (the last commit, the last body prefix) saves requests later, so the
+    engine keeps one object per chain in a process (``shared``) rather than one per open partition: a Spark
+    driver that plans every trigger, or a task reading a partition, asks the store only what changed since.
 
     Args:
         storage: The log directory's storage.
@@ -124,9 +146,22 @@ class CommitLog:
         self.directory = directory
         self.writer_id = writer_id or uuid.uuid4().hex
         self.max_attempts = max_attempts
-        self._appends = 0
+        self._appends = itertools.count(1)  # next() is atomic: a chain's object may be shared by threads
         self._known = -1  # the highest number this object has seen exist
         self._last_read: Commit | None = None  # commits never change: the last one read is read again for free
+        self._prefix: tuple[int, bytes] | None = None  # the last body prefix read (``body_prefix``)
+        self._listed_empty = False  # a listing found no commit: later looks probe the first name instead
+
+    @classmethod
+    def shared(cls, storage: Storage, directory: str, incarnation: str) -> CommitLog:
+        """This process's object of the chain in ``directory`` of ``storage``, for this ``incarnation`` of it (a
+        topic's id: a topic deleted and created again starts a new chain under the same name)."""
+        key = (storage.root, directory, incarnation)
+        with _shared_lock:
+            chain = _shared.get(key)
+            if chain is None or chain.storage is not storage:
+                chain = _shared[key] = cls(storage, directory)
+            return chain
 
     def path(self, number: int) -> str:
         return f"{self.directory}/{COMMITS}/{number:0{NUMBER_DIGITS}d}"
@@ -169,32 +204,43 @@ class CommitLog:
             yield last
 
     def latest(self) -> Commit | None:
-        """The last commit: from the head hint (or the last one seen), probing forward until a name is missing.
+        """The last commit: one probe past the last one this object knows of (all that a writer alone on its
+        log and a reader of an idle one pay), else a listing, then probes forward until a name is missing.
 
-        When nothing followed the last commit this object saw, one probe says so (no look at the hint): what
-        a writer alone on its partition, and a reader of an idle one, pay.
+        Raises:
+            CorruptRecordError: A commit is not a commit.
         """
-        if self._known >= 0 and self.read(self._known + 1) is None:
+        if self._known >= 0:
             known = self.read(self._known)
             if known is not None:
-                return known
-        start = max(self._known, self._head_hint())
-        current = self.read(start) if start >= 0 else None
-        if current is None:  # no hint, or one past the commits: list once
-            current, start = self._listed_latest()
-        while True:
-            following = self.read(start + 1)
-            if following is None:
-                return current
-            current, start = following, start + 1
+                return self._following(known)
+        elif self._listed_empty:  # listed before and found none: the first name decides
+            first = self.read(0)
+            return self._following(first) if first is not None else None
+        current, _ = self._listed_latest()  # none known yet, or cut back below it: list once
+        self._listed_empty = current is None
+        return self._following(current) if current is not None else None
+
+    def known_latest(self) -> Commit | None:
+        """The last commit this object wrote or found to be the last, without a request (None: none known): what a
+        writer appends after, its create at the next number being the check that nothing followed it."""
+        last = self._last_read
+        return last if last is not None and last.number == self._known else None
 
     def last_number(self) -> int:
-        """The last commit's number (-1: none), found with HEADs from the hint on: the log's extent without
-        downloading the commits on the way."""
-        start = max(self._known, self._head_hint())
-        if start < 0 or self.storage.stat(self.path(start)) is None:  # no hint, or one past the commits
+        """The last commit's number (-1: none), found with HEADs past the last one known (a listing when none
+        is): the log's extent without downloading the commits on the way."""
+        start = self._known
+        last = self._last_read
+        known_there = last is not None and last.number == start  # read whole: no need to look again
+        if start < 0 and self._listed_empty:  # listed before and found none: the first name decides
+            start = 0 if self.storage.stat(self.path(0)) is not None else -1
+            if start < 0:
+                return -1
+        elif start < 0 or not (known_there or self.storage.stat(self.path(start)) is not None):  # none, or cut back
             numbers = [int(name) for name in self.storage.list(f"{self.directory}/{COMMITS}") if name.isdigit()]
             start = max(numbers, default=-1)
+            self._listed_empty = start < 0
             if start < 0:
                 return -1
         while self.storage.stat(self.path(start + 1)) is not None:
@@ -204,7 +250,13 @@ class CommitLog:
 
     def body_prefix(self, number: int, size: int) -> bytes | None:
         """The first ``size`` bytes of commit ``number``'s body, with one ranged read and unchecked (the CRC covers
-        the whole body); None when the commit is gone."""
+        the whole body); None when the commit is gone. The last commit read whole, or the last prefix read, costs
+        no request."""
+        last = self._last_read
+        if last is not None and last.number == number and len(last.body) >= size:
+            return last.body[:size]
+        if self._prefix is not None and self._prefix[0] == number and len(self._prefix[1]) >= size:
+            return self._prefix[1][:size]
         try:
             head = self.storage.read(self.path(number), 0, _PREFIX.size + _MAX_WRITER_ID + _TRAILER.size + size)
         except FileNotFoundError:
@@ -215,17 +267,11 @@ class CommitLog:
         start = _PREFIX.size + writer_length + _TRAILER.size
         if writer_length > _MAX_WRITER_ID or len(head) < start + size:
             raise CorruptRecordError("a commit's header is not whole", file=self.path(number))
-        return head[start : start + size]
-
-    def _head_hint(self) -> int:
-        data = read_if_exists(self.storage, f"{self.directory}/{HEAD}")
-        try:
-            return int(data) if data is not None else -1
-        except ValueError:
-            return -1  # a damaged hint only costs a listing
+        self._prefix = (number, head[start : start + size])
+        return self._prefix[1]
 
     def _listed_latest(self) -> tuple[Commit | None, int]:
-        """The last commit by a listing: without a hint, or with one past the commits (they were cut back)."""
+        """The last commit by a listing, for a follower that knows none (or whose last known was cut back)."""
         numbers = [int(name) for name in self.storage.list(f"{self.directory}/{COMMITS}") if name.isdigit()]
         if not numbers:
             return None, -1
@@ -235,8 +281,8 @@ class CommitLog:
     def append(self, build: BodyBuilder, *, after: Commit | None | _Unknown = _UNKNOWN) -> Commit:
         """Commit a body built for the next number; returns the commit as written.
 
-        ``after`` is the last commit as the caller just found it (``latest()``), which saves looking again;
-        a stale one costs a lost first attempt, never a wrong commit.
+        ``after`` is the last commit as the caller knows it (``latest()``, or ``known_latest()`` for a writer
+        that made it), which saves looking again; a stale one costs a lost first attempt, never a wrong commit.
 
         ``build(number, previous)`` is called again for each number lost to another writer, with the
         commit the new attempt follows (the last one by then, not only the winner's: a writer that kept
@@ -246,8 +292,7 @@ class CommitLog:
         Raises:
             StorageConflictError: Every one of ``max_attempts`` numbers went to other writers.
         """
-        self._appends += 1
-        append_id = self._appends
+        append_id = next(self._appends)
         previous = self.latest() if isinstance(after, _Unknown) else after
         for attempt in range(self.max_attempts):
             number = previous.number + 1 if previous is not None else 0
@@ -256,7 +301,6 @@ class CommitLog:
             if outcome is None or _same_append(outcome, commit):
                 self._known = max(self._known, number)
                 self._last_read = commit
-                self._hint(number)
                 return commit
             # Lost: the log may have moved on by more than the winner's commit while this one was built.
             if attempt >= 2:
@@ -288,13 +332,6 @@ class CommitLog:
         if found is None:  # the name was taken and is gone again: cut back by retention, an error here
             raise StorageConflictError(f"{self.path(commit.number)} was taken by a commit that is gone")
         return found
-
-    def _hint(self, number: int) -> None:
-        """Move the head hint to ``number`` (a best effort: readers probe past it anyway)."""
-        try:
-            self.storage.put(f"{self.directory}/{HEAD}", str(number).encode())
-        except OSError:
-            pass
 
 
 def _same_append(found: Commit, mine: Commit) -> bool:

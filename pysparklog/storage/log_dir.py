@@ -62,7 +62,13 @@ class LogDirectory:
         validate_topic_name(topic)
         self._topics.open_partition(topic, partition)
         if not self.storage.in_place_writes:  # an object store: the log is its commits (object_log)
-            return ObjectPartitionLog(self.storage, topic, partition, config or self._topics.config_provider(topic))
+            return ObjectPartitionLog(
+                self.storage,
+                topic,
+                partition,
+                config or self._topics.config_provider(topic),
+                topic_id=self._topics.known_topic_id(topic),
+            )
         return PartitionLog(
             self.storage.join(f"{topic}-{partition}"),
             config or self._topics.config_provider(topic),

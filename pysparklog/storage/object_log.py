@@ -38,6 +38,7 @@ import enum
 import hashlib
 import os
 import struct
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pysparklog.errors import CorruptRecordError, InvalidOffsetError, StorageConflictError
+from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError, StorageConflictError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.commit_log import Commit, CommitLog
 from pysparklog.storage.config import LogConfig
@@ -149,6 +150,8 @@ class ObjectPartitionLog(PartitionLog):
         config: The topic's configs (a callable is asked again at each append).
         cache_dir: The directory of the replicas (default: ``cache_root()``).
         seal_commits: A writer seals the commits after the last manifest once there are this many.
+        topic_id: The topic's id, where the caller knows it (the topics' metadata); else read from the
+            partition's ``partition.metadata``.
     """
 
     def __init__(
@@ -160,16 +163,26 @@ class ObjectPartitionLog(PartitionLog):
         *,
         cache_dir: str | None = None,
         seal_commits: int = SEAL_COMMITS,
+        topic_id: str | None = None,
     ) -> None:
         remote_directory = storage.join(f"{topic}-{partition}")
         # A topic deleted and created again has a new id, so a replica of the old one is never taken for it.
-        topic_id = checkpoints.read_partition_metadata(storage, f"{remote_directory}/{checkpoints.PARTITION_METADATA}")
+        if topic_id is None:
+            path = f"{remote_directory}/{checkpoints.PARTITION_METADATA}"
+            topic_id = checkpoints.read_partition_metadata(storage, path)
         replicas = os.path.join(replica_directory(storage.root, cache_dir), topic_id or _NO_TOPIC_ID)
         super().__init__(os.path.join(replicas, f"{topic}-{partition}"), config, checkpoint_dir=replicas)
         self.remote = storage
         self.remote_directory = remote_directory
         self._topic_id = topic_id
-        self._commits = CommitLog(storage, self.remote_directory)
+        # Shared by the process's objects of the same topic incarnation; one without an id (made by appends) could
+        # be emptied and written again under the same name, which only a chain of its own finds out.
+        self._commits = (
+            CommitLog.shared(storage, self.remote_directory, topic_id)
+            if topic_id
+            else CommitLog(storage, self.remote_directory)
+        )
+        self._sealer_id = uuid.uuid4().hex  # names this object's scratch copies and sealed uploads
         self._manifests = Manifests(storage, self.remote_directory)
         self.seal_commits = seal_commits
         self._committed_log_start = 0  # the highest log start of the commits this object applied
@@ -365,8 +378,17 @@ class ObjectPartitionLog(PartitionLog):
         max_chunk_bytes: int,
         committed: bool,
     ) -> Iterator[pa.RecordBatch]:
-        self.follow()
+        if end_offset is None or not self._holds(end_offset, committed):
+            self.follow()
         yield from super()._read_arrow(start_offset, end_offset, include_headers, max_chunk_bytes, committed)
+
+    def _holds(self, end_offset: int, committed: bool) -> bool:
+        """Whether the replica already holds every record below ``end_offset`` (stable ones, for ``committed``):
+        then a read up to it needs no request, as a Spark task reading a range its driver planned on a host
+        whose replica followed that far. The replica holds exactly the commits up to one, so what it holds
+        below its end cannot change (retention aside, which a read then finds out of range)."""
+        view = PartitionLog.view(self)
+        return end_offset <= (self._last_stable(view) if committed else view.log_end_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -400,10 +422,22 @@ class ObjectPartitionLog(PartitionLog):
             end = self.log_end_offset
             return AppendInfo(end, end - 1, 0, -1, -1)
         with self._applied.exclusive() as record:
-            latest = self._commits.latest()
+            latest = self._commits.known_latest()
+            assumed = latest is not None and _applied(record)[0] == latest.number
+            if not assumed:
+                latest = self._commits.latest()  # none made or found yet, or the shared replica is past it
             base = self._apply_through(record, latest)
+            try:
+                batches, info = self.prepared_append(pieces)
+            except PySparkLogError:
+                # Checked against the last commit this process knows of, which others may have followed (their
+                # batches may be what this one's sequence follows): refused only against the log's end.
+                if not assumed:
+                    raise
+                latest = self._commits.latest()
+                base = self._apply_through(record, latest)
+                batches, info = self.prepared_append(pieces)
             following = latest.number if latest is not None else -1
-            batches, info = self.prepared_append(pieces)
             if not len(batches.entries):
                 return info  # every batch repeats one already in the log
 
@@ -448,7 +482,7 @@ class ObjectPartitionLog(PartitionLog):
         if latest is None or (previous is not None and latest.number <= previous.commit):
             return None
         generation = previous.generation + 1 if previous is not None else 0
-        scratch_root = f"{self.checkpoint_dir}/sealing-{self._commits.writer_id}"
+        scratch_root = f"{self.checkpoint_dir}/sealing-{self._sealer_id}"
         scratch = ObjectPartitionLog(self.remote, self.topic, self.partition, self.config, cache_dir=scratch_root)
         try:
             if previous is not None:
@@ -494,7 +528,7 @@ class ObjectPartitionLog(PartitionLog):
         """Upload the scratch replica's segments (all but its empty last one) below the generation's own sealed
         directory, then create ``manifest_of(snapshot path, segments)`` if absent; None, with the uploads deleted,
         when another process created that generation first."""
-        sealed_dir = f"{SEALED}/{generation}-{self._commits.writer_id}"
+        sealed_dir = f"{SEALED}/{generation}-{self._sealer_id}"
         bases = list(PartitionLog.view(scratch).segment_bases)
         segments = [SealedSegment(b, e, sealed_dir) for b, e in zip(bases, bases[1:], strict=False)]
         uploaded = self._upload(scratch, sealed_dir, segments, end)
@@ -591,7 +625,7 @@ class ObjectPartitionLog(PartitionLog):
         """
         self.seal()
         manifest = self._manifests.latest()
-        scratch_root = f"{self.checkpoint_dir}/compacting-{self._commits.writer_id}"
+        scratch_root = f"{self.checkpoint_dir}/compacting-{self._sealer_id}"
         scratch = PartitionLog(
             f"{scratch_root}/{self.topic}-{self.partition}", self.config, checkpoint_dir=scratch_root
         )

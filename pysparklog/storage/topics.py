@@ -48,8 +48,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -81,6 +83,8 @@ from pysparklog.storage.topic_config import (
     normalize_overrides,
     topic_config,
 )
+
+_log = logging.getLogger(__name__)
 
 TOPICS_FILE = "pysparklog-topics.json"
 METADATA_VERSION = 1
@@ -118,6 +122,20 @@ _TOPIC_PARTITION_CHECKPOINTS = (checkpoints.RECOVERY_POINT_CHECKPOINT, checkpoin
 # version: a filesystem's is its inode, size and mtime): its cached content is trusted only once it is older (git's
 # "racily clean" entries).
 _RACY_NS = 2_000_000_000
+#: How old a topic's cached configs may grow on an object store before they are read again, in the background:
+#: there every look at the metadata objects is a request of 10-30 ms, which an append must not wait for. A change
+#: made by another process takes effect within about this long, as a broker's dynamic configs reach its logs
+#: asynchronously; a change made through this process takes effect at once (``_changes``).
+OBJECT_STORE_CONFIG_MAX_AGE_S = 5.0
+#: How many times each log directory's metadata was written by this process: a provider whose cache predates a
+#: write reads again at once instead of waiting out its age.
+_changes: dict[str, int] = {}
+#: Per log directory on an object store, the metadata this process read last: (when, ``_changes`` then, metadata).
+_recent_metadata: dict[str, tuple[float, int, _Metadata]] = {}
+#: Per (log directory, topic) on an object store, the configs this process read last (``TopicConfigProvider``).
+_recent_configs: dict[tuple[str, str], _Cached] = {}
+#: The partition directories on object stores this process found whole, (log directory, topic, id, partition).
+_whole_partition_dirs: set[tuple[str, str, str, int]] = set()
 
 Progress = Callable[[int, int], None]
 """Called with (done, total) as a long operation advances, for a progress bar."""
@@ -389,7 +407,8 @@ class TopicStore:
             InvalidTopicError: The name is not a legal topic name.
         """
         validate_topic_name(name)
-        return TopicConfigProvider(self, name)
+        max_age_s = None if self.storage.in_place_writes else OBJECT_STORE_CONFIG_MAX_AGE_S
+        return TopicConfigProvider(self, name, max_age_s=max_age_s)
 
     # -- changing ---------------------------------------------------------------------------------------------
 
@@ -424,6 +443,7 @@ class TopicStore:
         else:
             written = self.storage.put(self.path, metadata.encode(), expected_version=metadata.version)
         metadata.version = written.version
+        _changes[self.log_dir] = _changes.get(self.log_dir, 0) + 1
 
     def _remove_stale_temporary_files(self) -> None:
         """Remove what writers killed mid-write left (a filesystem's ``put`` writes a temporary file first): they
@@ -710,7 +730,9 @@ class TopicStore:
             InvalidPartitionsError: The topic has no entry and the partition would make it more than
                 ``MAX_PARTITIONS`` partitions.
         """
-        topic = self._read().topics.get(name)
+        topic = self._recent().topics.get(name)
+        if topic is None or partition >= topic.partitions:  # created or grown since it was read, perhaps
+            topic = self._recent(fresh=True).topics.get(name)
         if topic is None:
             if partition >= MAX_PARTITIONS:
                 raise InvalidPartitionsError(
@@ -723,12 +745,41 @@ class TopicStore:
                 f"Partition {partition} of topic '{name}' does not exist: the topic has {topic.partitions} "
                 "partitions (add some with 'pysparklog topics --alter')"
             )
+        checked = (self.log_dir, name, topic.topic_id, partition)
+        if checked in _whole_partition_dirs:
+            return
         metadata_path = self.storage.join(f"{name}-{partition}", checkpoints.PARTITION_METADATA)
         if self.storage.stat(metadata_path) is None:
             with self._transaction() as metadata:
                 topic = metadata.topics.get(name)
                 if topic is not None and partition < topic.partitions:
                     self._make_partition_dirs(topic, [partition], None)
+        if not self.storage.in_place_writes:  # a filesystem's look is cheap, and a directory can go by hand
+            _whole_partition_dirs.add(checked)
+
+    def _recent(self, *, fresh: bool = False) -> _Metadata:
+        """The metadata, on an object store as this process read it within ``OBJECT_STORE_CONFIG_MAX_AGE_S`` unless
+        it wrote some since: opening a partition there must not cost a request each time (a Spark task opens one
+        per range, a driver one per partition at every trigger). A topic created or grown by another process
+        meanwhile is read at once (``fresh``: it is missing here); one deleted there is found by the partition's
+        configs."""
+        if self.storage.in_place_writes:
+            return self._read()
+        now = time.monotonic()
+        changes = _changes.get(self.log_dir, 0)
+        recent = _recent_metadata.get(self.log_dir)
+        young = recent is not None and now - recent[0] < OBJECT_STORE_CONFIG_MAX_AGE_S
+        if not fresh and recent is not None and young and recent[1] == changes:
+            return recent[2]
+        metadata = self._read()
+        _recent_metadata[self.log_dir] = (now, changes, metadata)
+        return metadata
+
+    def known_topic_id(self, name: str) -> str | None:
+        """A topic's id as its entry in the metadata has it (``_recent``); None for a topic without an entry (made
+        by appends) or with the zero id."""
+        topic = self._recent().topics.get(name)
+        return None if topic is None or topic.topic_id == ZERO_TOPIC_ID else topic.topic_id
 
 
 def _delete_dir_name(topic: str, partition: int) -> str:
@@ -743,6 +794,9 @@ class _Cached:
     digests: tuple[bytes, bytes]  # of the two files' contents, to skip parsing what did not change
     config: LogConfig
     trusted: bool  # both files were old enough when read that their stamps tell every later change
+    read_at: float  # time.monotonic() of the read
+    changes: int  # this process's writes of the log directory's metadata before the read (``_changes``)
+    topic: TopicMetadata | None  # the topic's entry as read
 
 
 def _digest(data: bytes | None) -> bytes:
@@ -752,24 +806,50 @@ def _digest(data: bytes | None) -> bytes:
 class TopicConfigProvider:
     """A topic's settings in force, for a ``PartitionLog`` to ask at every append and maintenance pass.
 
-    A call costs two ``stat`` calls while neither ``pysparklog-topics.json`` nor ``server.properties`` changes (by
-    the storage's version, size and times), and reading and hashing them for two seconds after one does; a change
-    by any process is seen at the next call. A topic deleted (or deleted and created again) since this provider saw
-    it raises, so a writer holding it open cannot bring it back.
+    On a filesystem a call costs two ``stat`` calls while neither ``pysparklog-topics.json`` nor
+    ``server.properties`` changes (by the storage's version, size and times), and reading and hashing them for two
+    seconds after one does; a change by any process is seen at the next call.
+
+    With ``max_age_s`` (an object store, where each of those looks is a request of 10-30 ms) a call makes no
+    request: it answers from the configs read last, and once they are older than ``max_age_s`` it reads them
+    again in the background, so a change by another process takes effect within about ``max_age_s``. A change
+    written by this process takes effect at the next call. Only the first call waits for the store.
+
+    A topic deleted (or deleted and created again) since this provider saw it raises, so a writer holding it open
+    cannot bring it back (with ``max_age_s``, at the first call after the background read that found it gone).
 
     Args:
         store: The topics of the log directory.
         topic: The topic.
+        max_age_s: How old the configs may grow before they are read again in the background; None reads them
+            at every call.
     """
 
-    def __init__(self, store: TopicStore, topic: str) -> None:
+    def __init__(self, store: TopicStore, topic: str, *, max_age_s: float | None = None) -> None:
         self._store = store
         self._topic = topic
+        self._max_age_s = max_age_s
         self._topic_id: str | None = None
-        self._cached: _Cached | None = None
+        # On an object store, what any provider of the topic in this process read last is as good as its own.
+        self._key = (store.log_dir, topic)
+        self._own: _Cached | None = None
+        self._refresh_lock = threading.Lock()
+        self._refreshing = False
+        self._refresh_error: PySparkLogError | None = None
 
     def __repr__(self) -> str:
         return f"TopicConfigProvider({self._store.log_dir!r}, {self._topic!r})"
+
+    @property
+    def _cached(self) -> _Cached | None:
+        return self._own if self._max_age_s is None else _recent_configs.get(self._key)
+
+    @_cached.setter
+    def _cached(self, cached: _Cached) -> None:
+        if self._max_age_s is None:
+            self._own = cached
+        else:
+            _recent_configs[self._key] = cached
 
     def __call__(self) -> LogConfig:
         """The settings in force now.
@@ -778,27 +858,61 @@ class TopicConfigProvider:
             UnknownTopicError: The topic was deleted since this provider last saw it.
             InvalidConfigError: ``server.properties`` holds a value Kafka refuses.
         """
+        cached = self._cached
+        if self._max_age_s is None or cached is None or cached.changes != _changes.get(self._store.log_dir, 0):
+            return self._read().config
+        error, self._refresh_error = self._refresh_error, None
+        if error is not None:
+            raise error
+        self._check_same_topic(cached.topic)  # another provider of this process may have read it
+        if time.monotonic() - cached.read_at >= self._max_age_s:
+            self._refresh_in_background()
+        return cached.config
+
+    def _refresh_in_background(self) -> None:
+        with self._refresh_lock:
+            if self._refreshing:
+                return
+            self._refreshing = True
+        threading.Thread(target=self._refresh, name=f"configs of {self._topic}", daemon=True).start()
+
+    def _refresh(self) -> None:
+        try:
+            self._read()
+        except PySparkLogError as error:  # raised by the next call, on the appending thread
+            self._refresh_error = error
+        except Exception as error:  # a failed request: tried again once the configs are old again
+            _log.warning("could not read the configs of topic %r again: %s", self._topic, error)
+        finally:
+            with self._refresh_lock:
+                self._refreshing = False
+
+    def _read(self) -> _Cached:
+        """Read the configs (when their files changed) and cache them."""
         store = self._store
+        changes = _changes.get(store.log_dir, 0)
+        read_at = time.monotonic()
         stamps = (store.storage.stat(store.path), store.storage.stat(store.server_properties_path))
         cached = self._cached
         if cached is not None and cached.trusted and cached.stamps == stamps:
-            return cached.config
+            fresh = self._cached = replace(cached, read_at=read_at, changes=changes)
+            return fresh
         now = time.time_ns()
         topics = read_if_exists(store.storage, store.path)
         server = read_if_exists(store.storage, store.server_properties_path)
         digests = (_digest(topics), _digest(server))
         if cached is not None and cached.digests == digests:
-            config = cached.config
+            config, topic = cached.config, cached.topic
         else:
             topic = _Metadata.decode(topics, store.path).topics.get(self._topic)
-            self._check_same_topic(topic)
             overrides = {} if topic is None else topic.configs
             config = effective_config(
                 overrides, ServerProperties.decode(store.server_properties_path, server), store.defaults
             )
+        self._check_same_topic(topic)
         trusted = all(stamp is None or stamp.modified_ms * 1_000_000 + _RACY_NS < now for stamp in stamps)
-        self._cached = _Cached(stamps, digests, config, trusted)
-        return config
+        read = self._cached = _Cached(stamps, digests, config, trusted, read_at, changes, topic)
+        return read
 
     def _check_same_topic(self, topic: TopicMetadata | None) -> None:
         topic_id = None if topic is None else topic.topic_id

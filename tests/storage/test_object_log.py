@@ -376,4 +376,4 @@ def test_a_sealer_that_loses_the_manifest_leaves_nothing(
     monkeypatch.setattr(b._manifests, "latest", lambda: stale)  # b decided to seal before a's manifest
     assert b.seal() is None
     sealed = remote.list(f"{remote.join('t-0')}/sealed")
-    assert sealed == [f"0-{a._commits.writer_id}"], "the loser's uploads are deleted"
+    assert sealed == [f"0-{a._sealer_id}"], "the loser's uploads are deleted"
