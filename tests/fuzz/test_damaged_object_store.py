@@ -6,8 +6,7 @@ aborted), sealed twice and followed by more commits, is copied to a prefix of it
 one kind damaged (a bit flipped, bytes overwritten with garbage, cut short, garbage appended, deleted), and read by
 a new replica: with ``read_uncommitted`` and ``read_committed``, and by timestamp. Every mutant must give the
 records that were written or a typed error (``PySparkLogError``), within ``TIMEOUT_S`` seconds; never another
-exception, never other records. Damage to a hint or a cache (the head hint, a replica's record) must not even
-give an error.
+exception, never other records. Damage to a cache (a replica's record) must not even give an error.
 
 ``PYSPARKLOG_FUZZ_SEED`` and ``PYSPARKLOG_OBJECT_FUZZ_MUTANTS`` (default 40) change the run.
 """
@@ -43,7 +42,6 @@ CONFIG = LogConfig(segment_bytes=1500)
 #: Kinds of damaged object, by what their name says; "replica-record" is the local ``commit.applied``.
 KINDS = (
     "commit",
-    "head",
     "manifest",
     "sealed-log",
     "sealed-index",
@@ -51,8 +49,8 @@ KINDS = (
     "sealed-snapshot",
     "replica-record",
 )
-#: Kinds whose damage must never show: a hint and a cache.
-HARMLESS = ("head", "replica-record")
+#: Kinds whose damage must never show: a cache.
+HARMLESS = ("replica-record",)
 OPERATIONS = ("bit-flip", "garbage", "truncate", "append", "delete")
 
 
@@ -125,8 +123,6 @@ def _kind(path: str) -> str | None:
         return "commit"
     if "/manifests/" in path:
         return "manifest"
-    if name == "head":
-        return "head"
     if "/sealed/" in path:
         for suffix in ("log", "index", "timeindex", "snapshot"):
             if name.endswith(f".{suffix}"):

@@ -107,18 +107,33 @@ def test_a_commit_whose_reply_was_lost_is_recognised_not_written_again(storage: 
     assert CommitLog(storage, storage.join("t-0")).read(2) is None
 
 
-def test_a_stale_or_damaged_head_hint_costs_reads_not_commits(storage: Storage) -> None:
+def test_a_follower_that_knows_no_commit_finds_the_last_by_listing_then_probes(storage: Storage) -> None:
     log = CommitLog(storage, storage.join("t-0"))
     for i in range(3):
         log.append(_following(str(i)))
-    head = storage.join("t-0", "head")
-    for hint in (b"0", b"not a number", b"99"):
-        storage.put(head, hint)
-        latest = CommitLog(storage, storage.join("t-0")).latest()
-        assert latest is not None and latest.number == 2, hint
-    storage.delete(head)
-    latest = CommitLog(storage, storage.join("t-0")).latest()
+    fresh = CommitLog(storage, storage.join("t-0"))
+    latest = fresh.latest()
     assert latest is not None and latest.number == 2
+    log.append(_following("3"))
+    latest = fresh.latest()  # a probe past the last one known finds the new one
+    assert latest is not None and latest.number == 3
+    assert fresh.last_number() == 3
+    empty = CommitLog(storage, storage.join("t-1"))
+    assert empty.latest() is None and empty.last_number() == -1
+    CommitLog(storage, storage.join("t-1")).append(_following("first"))
+    first = empty.latest()  # listed empty before: the first name decides, without another listing
+    assert first is not None and first.number == 0 and empty.last_number() == 0
+
+
+def test_a_writer_that_made_the_last_commit_appends_after_it_and_loses_only_to_a_real_race(storage: Storage) -> None:
+    writer, other = CommitLog(storage, storage.join("t-0")), CommitLog(storage, storage.join("t-0"))
+    first = writer.append(_following("a"))
+    assert writer.known_latest() == first
+    other.append(_following("b"))
+    assert writer.known_latest() == first, "known without a request, so stale once another wrote"
+    third = writer.append(_following("c"), after=writer.known_latest())  # loses number 1, wins number 2
+    assert third.number == 2 and writer.known_latest() == third
+    assert [c.body for c in writer.read_range(0, third)] == [b"a after -1", b"b after 0", b"c after 1"]
 
 
 @pytest.mark.parametrize(
