@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from tests.storage.fault_proxy import REQUESTS_PATH
+from tests.storage.fault_proxy import DELAY_PATH, REQUESTS_PATH
 
 REPO = Path(__file__).resolve().parents[1]
 #: What points obstore (and boto3) at the server; ``{endpoint}`` is filled in.
@@ -183,15 +183,19 @@ class StoreProxy:
         """The requests (after ``since``, if given) of ``method`` and whose path contains ``path_contains``."""
         return len(select(self.requests(since), method=method, path_contains=path_contains))
 
+    def set_delay(self, milliseconds: float) -> None:
+        """Delay every request from the next on by ``milliseconds`` in all (``store_proxy``'s ``delay_ms``)."""
+        self._ask("PUT", DELAY_PATH, str(milliseconds).encode())
+
     def summary(self, since: int | None = None) -> str:
         """``summarise`` of the requests (after ``since``, if given): for an assertion's message."""
         return summarise(self.requests(since))
 
-    def _ask(self, method: str, path: str) -> bytes:
+    def _ask(self, method: str, path: str, body: bytes | None = None) -> bytes:
         """The proxy's own answer to ``method`` on ``path`` (straight, whatever HTTP proxy the environment names)."""
         connection = http.client.HTTPConnection(urlsplit(self.endpoint).netloc, timeout=30)
         try:
-            connection.request(method, path)
+            connection.request(method, path, body)
             reply = connection.getresponse()
             body = reply.read()
             if reply.status >= 300:

@@ -19,7 +19,9 @@ Standard about 20, S3 Express about 5), bills every request and sometimes fails.
   the raw query string, the status the client got; ``null`` for a dropped one) before it is answered, so a
   client that has its answer finds it recorded. ``GET /__pysparklog/requests`` returns them as a JSON list, in
   the order they were answered (``?since=N``: from the N-th on), and ``DELETE /__pysparklog/requests`` forgets
-  them. That path is never forwarded, delayed, failed or recorded.
+  them. ``PUT /__pysparklog/delay`` with a number of milliseconds as its body changes the round trip from the
+  next request on, so that a benchmark sets its data up without delay and measures one store at several round
+  trips. These paths are never forwarded, delayed, failed or recorded.
 
 The proxy keeps clients' connections alive and forwards each client connection's requests on one connection
 of its own to the server, opened again only when the server closed it. Its replies are buffered, headers and
@@ -47,6 +49,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 FAULTS = ("503", "500 after", "dropped")
 #: The path of the recorded requests: answered by the proxy itself, never forwarded.
 REQUESTS_PATH = "/__pysparklog/requests"
+#: The path of the round trip's milliseconds (PUT): answered by the proxy itself, never forwarded.
+DELAY_PATH = "/__pysparklog/delay"
 # Hop-by-hop headers a proxy does not forward.
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 # A connection to the server that it closed while idle fails the next request with one of these, before the
@@ -125,18 +129,23 @@ class _Proxy(BaseHTTPRequestHandler):
         if split.path == REQUESTS_PATH:
             self._requests(split.query)
             return
+        if split.path == DELAY_PATH and self.command == "PUT":
+            _Proxy.delay_s = float(body) / 1000
+            self._reply(204, "No Content", [], b"")
+            return
         record = (self.command, unquote(split.path), split.query)
         fault = self._fault()
         if fault is not None:
             print(f"fault {fault}: {self.command} {self.path}", file=sys.stderr, flush=True)
-        time.sleep(self.delay_s / 2)
+        half_round_trip = self.delay_s / 2
+        time.sleep(half_round_trip)
         if fault == "503":
             self.recorder.add(*record, 503)
-            time.sleep(self.delay_s / 2)
+            time.sleep(half_round_trip)
             self._reply(503, "Slow Down", [], b"<Error><Code>SlowDown</Code></Error>")
             return
         status, reason, headers, payload = self._forward(body)
-        time.sleep(self.delay_s / 2)
+        time.sleep(half_round_trip)
         if fault == "500 after":
             self.recorder.add(*record, 500)
             self._reply(500, "Internal Error", [], b"<Error><Code>InternalError</Code></Error>")

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
+
 from pysparklog import LogDirectory
 from pysparklog.storage.io import PutMode, storage_for
 from pysparklog.storage.io.object_store import ObjectStorage
@@ -92,8 +94,11 @@ def test_the_options_given_first_for_a_root_route_every_later_store_of_it_throug
     assert all(r.path.startswith(_path(counted_s3, "")) for r in on_objects), summarise(requests)
 
 
-def test_every_request_waits_the_delay(s3_endpoint: str, tmp_path: Path) -> None:
-    with store_proxy(s3_endpoint, tmp_path / "proxy.log", delay_ms=DELAY_MS) as proxy:
+@pytest.mark.parametrize("set_later", [False, True], ids=["started-with-it", "set-later"])
+def test_every_request_waits_the_delay(s3_endpoint: str, tmp_path: Path, set_later: bool) -> None:
+    with store_proxy(s3_endpoint, tmp_path / "proxy.log", delay_ms=0 if set_later else DELAY_MS) as proxy:
+        if set_later:
+            proxy.set_delay(DELAY_MS)
         storage = ObjectStorage(f"s3://{BUCKET}/{tmp_path.name}-delayed", s3_store_options(proxy.endpoint))
         path = storage.join("object")
         storage.put(path, b"x")  # the client's connection is open: the HEAD below is one round trip
