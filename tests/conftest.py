@@ -1,11 +1,13 @@
-"""Shared test helpers: where the real broker fixtures live, Kafka's own dump tool, an S3-compatible server, and
-small table builders."""
+"""Shared test helpers: where the real broker fixtures live, Kafka's own dump tool, an S3-compatible server (and a
+proxy in front of it that counts the requests, for tests of request budgets), and small table builders."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from pysparklog import compiled
+from pysparklog.spark.storage_options import STORAGE_PREFIX
 from pysparklog.storage.object_log import CACHE_DIR_VARIABLE
 from tests.interop.kafka_tools import (
     DumpLogSegments,
@@ -21,7 +24,7 @@ from tests.interop.kafka_tools import (
     run_dump_log_segments,
     unavailable_reason,
 )
-from tests.s3_server import ServerError, s3_server
+from tests.s3_server import ServerError, StoreProxy, s3_server, store_proxy
 
 REPO = Path(__file__).resolve().parents[1]
 # Real broker-written segments, kept outside the project (../shared/fixtures) and never copied into it.
@@ -83,6 +86,61 @@ def s3_storage_options(endpoint: str) -> dict[str, str]:
         "storage.aws_secret_access_key": "pysparklog",
         "storage.aws_region": "us-east-1",
     }
+
+
+def s3_store_options(endpoint: str) -> dict[str, str]:
+    """``s3_storage_options`` as obstore's options, ``storage_for``'s and ``ObjectStorage``'s (no ``storage.``)."""
+    return {key.removeprefix(STORAGE_PREFIX): value for key, value in s3_storage_options(endpoint).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class CountedS3:
+    """The S3 server behind a proxy that records every request (``counted_s3``).
+
+    Attributes:
+        proxy: The proxy: its ``endpoint``, and its requests (``requests``, ``count``, ``summary``, ``mark``).
+        root: An ``s3://`` URL of the bucket no other test uses, for the test's log directory.
+        storage_options: obstore's options that reach the server through the proxy (``storage_for``'s).
+        spark_options: The same as the data source's ``storage.*`` options.
+    """
+
+    proxy: StoreProxy
+    root: str
+    storage_options: dict[str, str]
+    spark_options: dict[str, str]
+
+
+@pytest.fixture(scope="session")
+def _counting_proxy(s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreProxy]:
+    """One proxy in front of the session's S3 server, without delay or faults, for every ``counted_s3``."""
+    try:
+        with store_proxy(s3_endpoint, tmp_path_factory.mktemp("proxy") / "proxy.log") as proxy:
+            yield proxy
+    except ServerError as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture
+def counted_s3(_counting_proxy: StoreProxy) -> CountedS3:
+    """The session's S3 server through a proxy that counts every request, its count cleared for the test.
+
+    Every store made for ``root`` (or below it) in this process goes through the proxy once the test's first call
+    is ``storage_for(counted_s3.root, counted_s3.storage_options)``: later calls without options get the options
+    first given for the root. Spark queries take ``spark_options``. A budget test::
+
+        storage = storage_for(counted_s3.root, counted_s3.storage_options)
+        ...  # set-up
+        before = counted_s3.proxy.mark()
+        ...  # the work whose requests are budgeted
+        assert counted_s3.proxy.count(since=before, method="PUT") <= 1, counted_s3.proxy.summary(since=before)
+    """
+    _counting_proxy.clear()
+    return CountedS3(
+        _counting_proxy,
+        f"s3://{BUCKET}/counted-{uuid.uuid4().hex[:12]}",
+        s3_store_options(_counting_proxy.endpoint),
+        s3_storage_options(_counting_proxy.endpoint),
+    )
 
 
 @pytest.fixture(scope="session")
