@@ -1,0 +1,105 @@
+"""Requests per unit of work on an object store, counted at the server (``counted_s3``): on a real store each is a
+round trip of 10-30 ms and a line on the bill, so a change that adds one on a hot path fails here.
+
+Budgets (docs/object-storage.md, "Cost at steady state"):
+
+- an uncontended producer append (``linger.ms=0``) is one request, its commit's create, with a key or without and
+  whatever the topic's partition count;
+- a Spark task reading a range its host's replica already holds asks the store nothing;
+- a driver planning a micro-batch of an unchanged topic asks one probe per partition, and nothing else per partition.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from pysparklog.datasource_v2 import RangesPartition, read_ranges
+from pysparklog.producer import Producer, ProducerConfig
+from pysparklog.spark.kafka_options import latest_offsets
+from pysparklog.spark.offset_ranges import OffsetRange
+from pysparklog.storage.io import storage_for
+from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.structs import TopicPartition
+from tests.conftest import CountedS3
+
+PARTITION_COUNTS = (4, 64)
+
+
+def _logs(counted_s3: CountedS3, partitions: int) -> LogDirectory:
+    logs = LogDirectory(storage_for(counted_s3.root, counted_s3.storage_options))
+    logs.topics.create("t", partitions=partitions)
+    return logs
+
+
+@pytest.mark.parametrize("partitions", PARTITION_COUNTS)
+@pytest.mark.parametrize("keyed", [False, True], ids=["no key", "key"])
+def test_an_uncontended_producer_append_is_one_request(
+    counted_s3: CountedS3, partitions: int, keyed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "replicas"))
+    logs = _logs(counted_s3, partitions)
+    proxy = counted_s3.proxy
+    with Producer(logs, ProducerConfig(linger_ms=0)) as producer:
+        key = b"same key" if keyed else None
+        producer.send("t", value=b"warm-up", key=key).get()  # the first append of a process finds the log's end
+        for i in range(5):
+            before = proxy.mark()
+            metadata = producer.send("t", value=f"v{i}".encode(), key=key).get()
+            assert proxy.count(since=before) == 1, proxy.summary(since=before)
+            assert proxy.count(since=before, method="PUT", path_contains="/commits/") == 1
+            if keyed:  # one partition: the offsets follow each other
+                assert metadata.offset == i + 1
+    with logs.partition("t", metadata.partition) as log:
+        assert log.log_end_offset == (6 if keyed else log.log_end_offset) and log.log_end_offset >= 1
+
+
+@pytest.mark.parametrize("partitions", PARTITION_COUNTS)
+def test_planning_an_unchanged_topic_probes_each_partition_once(
+    counted_s3: CountedS3, partitions: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "replicas"))
+    logs = _logs(counted_s3, partitions)
+    with Producer(logs, ProducerConfig(linger_ms=0)) as producer:
+        for i in range(partitions):
+            producer.send("t", value=b"v", partition=i).get()
+    tps = [TopicPartition("t", p) for p in range(partitions)]
+    driver = LogDirectory(counted_s3.root)
+    assert set(latest_offsets(driver, tps).values()) == {1}  # the driver's first planning learns each chain
+    proxy = counted_s3.proxy
+    for _trigger in range(2):
+        before = proxy.mark()
+        assert set(latest_offsets(LogDirectory(counted_s3.root), tps).values()) == {1}
+        assert proxy.count(since=before) <= partitions, proxy.summary(since=before)
+        assert proxy.count(since=before, method="PUT") == 0
+
+
+def test_a_task_reading_a_range_its_replica_holds_asks_nothing(
+    counted_s3: CountedS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "replicas"))
+    logs = _logs(counted_s3, 2)
+    for p in range(2):
+        logs.partition("t", p).append_arrow(pa.table({"value": [f"{p}-{i}".encode() for i in range(10)]}))
+    task = RangesPartition(
+        counted_s3.root,
+        (OffsetRange(TopicPartition("t", 0), 2, 8), OffsetRange(TopicPartition("t", 1), 0, 10)),
+        include_headers=False,
+        read_committed=False,
+        fail_on_data_loss=True,
+    )
+    first = pa.Table.from_batches(list(read_ranges(task)))  # this host's replicas hold both logs already
+    proxy = counted_s3.proxy
+    before = proxy.mark()
+    again = pa.Table.from_batches(list(read_ranges(task)))
+    assert proxy.count(since=before) == 0, proxy.summary(since=before)
+    assert again.equals(first) and again.column("value").to_pylist() == [
+        *(f"0-{i}".encode() for i in range(2, 8)),
+        *(f"1-{i}".encode() for i in range(10)),
+    ]
+    logs.partition("t", 0).append_arrow(pa.table({"value": [b"0-10"]}))
+    past_replica = RangesPartition(counted_s3.root, (OffsetRange(TopicPartition("t", 0), 9, 11),), False, False, True)
+    monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "other-host"))
+    assert [v for b in read_ranges(past_replica) for v in b.column("value").to_pylist()] == [b"0-9", b"0-10"]
