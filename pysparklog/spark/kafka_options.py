@@ -856,6 +856,10 @@ def subscribed_partitions(options: SourceOptions, log_dir: LogDirectory) -> list
                     "partitions"
                 )
         return sorted(options.assign)
+    if options.subscribe is not None:
+        recent = log_dir.topics.recent_partition_counts()
+        if all(topic in recent for topic in options.subscribe):  # no listing: on an object store a request each
+            return sorted(TopicPartition(t, n) for t in set(options.subscribe) for n in range(recent[t]))
     names = log_dir.topics.names()
     if options.subscribe is not None:
         missing = [topic for topic in options.subscribe if topic not in names]

@@ -775,6 +775,12 @@ class TopicStore:
         _recent_metadata[self.log_dir] = (now, changes, metadata)
         return metadata
 
+    def recent_partition_counts(self) -> dict[str, int]:
+        """The partition count of every topic with an entry in the metadata, on an object store as this process read
+        it within ``OBJECT_STORE_CONFIG_MAX_AGE_S`` (``_recent``): what a Spark driver planning each trigger needs
+        of the topics it subscribes to, without a request each time. Topics made by appends have no entry."""
+        return {name: topic.partitions for name, topic in self._recent().topics.items()}
+
     def known_topic_id(self, name: str) -> str | None:
         """A topic's id as its entry in the metadata has it (``_recent``); None for a topic without an entry (made
         by appends) or with the zero id."""

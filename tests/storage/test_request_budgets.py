@@ -6,7 +6,8 @@ Budgets (docs/object-storage.md, "Cost at steady state"):
 - an uncontended producer append (``linger.ms=0``) is one request, its commit's create, with a key or without and
   whatever the topic's partition count;
 - a Spark task reading a range its host's replica already holds asks the store nothing;
-- a driver planning a micro-batch of an unchanged topic asks one probe per partition, and nothing else per partition.
+- a driver planning a micro-batch of an unchanged topic it subscribes to asks one probe per partition and nothing
+  else: the topics' metadata is read again in the background at most every 5 s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from pysparklog.datasource_v2 import RangesPartition, read_ranges
 from pysparklog.producer import Producer, ProducerConfig
-from pysparklog.spark.kafka_options import latest_offsets
+from pysparklog.spark.kafka_options import SourceOptions, latest_offsets, subscribed_partitions
 from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
@@ -65,15 +66,21 @@ def test_planning_an_unchanged_topic_probes_each_partition_once(
     with Producer(logs, ProducerConfig(linger_ms=0)) as producer:
         for i in range(partitions):
             producer.send("t", value=b"v", partition=i).get()
-    tps = [TopicPartition("t", p) for p in range(partitions)]
-    driver = LogDirectory(counted_s3.root)
-    assert set(latest_offsets(driver, tps).values()) == {1}  # the driver's first planning learns each chain
+    options = SourceOptions.parse({"path": counted_s3.root, "subscribe": "t"}, streaming=True)
+
+    def plan() -> dict[TopicPartition, int]:
+        """What a stream's driver asks at each trigger: the subscribed partitions, then their log ends."""
+        driver = LogDirectory(counted_s3.root)  # as the source opens it anew
+        return latest_offsets(driver, subscribed_partitions(options, driver))
+
+    assert plan() == {TopicPartition("t", p): 1 for p in range(partitions)}  # the first planning learns each chain
     proxy = counted_s3.proxy
     for _trigger in range(2):
         before = proxy.mark()
-        assert set(latest_offsets(LogDirectory(counted_s3.root), tps).values()) == {1}
+        assert plan() == {TopicPartition("t", p): 1 for p in range(partitions)}
         assert proxy.count(since=before) <= partitions, proxy.summary(since=before)
         assert proxy.count(since=before, method="PUT") == 0
+        assert proxy.count(since=before, path_contains="/commits/") == proxy.count(since=before), "probes only"
 
 
 def test_a_task_reading_a_range_its_replica_holds_asks_nothing(
