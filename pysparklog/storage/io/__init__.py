@@ -33,6 +33,7 @@ from pysparklog.storage.io.base import (
     read_if_exists,
 )
 from pysparklog.storage.io.posix import PosixLock, PosixStorage
+from pysparklog.storage.io.versioned import VersionedFile
 
 #: URL schemes of the object stores a log directory can live on.
 OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss")
@@ -121,6 +122,7 @@ __all__ = [
     "PutMode",
     "Storage",
     "StorageLock",
+    "VersionedFile",
     "read_if_exists",
     "storage_for",
 ]
