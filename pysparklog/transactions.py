@@ -16,9 +16,8 @@ Here the coordinator is whoever calls this module. Each transactional id's state
 file in the log directory, ``pysparklog-txn.<quoted id>.json``, changed under its ``.lock`` and
 replaced only if still the version read (``VersionedFile``), so a holder whose lease ran out while it
 stalled fails instead of taking the state back. That file is ours: Kafka keeps the state in
-``__transaction_state``. The producer ids, epochs, sequences
-and control records in the partitions are Kafka's, so Kafka's tools and ``read_committed``
-consumers understand the result.
+``__transaction_state``. The producer ids, epochs, sequences and control records in the partitions
+are Kafka's, so Kafka's tools and ``read_committed`` consumers understand the result.
 
 A decision is durable before any marker is written, and the markers are fsynced before the state
 says complete. After a crash, whoever touches the transactional id next rolls the decision forward:

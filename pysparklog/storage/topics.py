@@ -250,7 +250,7 @@ class _Metadata:
 
     topics: dict[str, TopicMetadata]
     deleting: dict[str, str]  # topic -> id of a deletion committed but not yet applied to the directories
-    stored: VersionedFile | None = None  # the file as read under the lock, for a change (replaced if still that)
+    stored: VersionedFile | None = None  # the file as read under the lock: a change replaces it if still that version
 
     @classmethod
     def decode(cls, data: bytes | None, path: str) -> _Metadata:

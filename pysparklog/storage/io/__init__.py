@@ -9,12 +9,12 @@ object store (it loads obstore, which a filesystem path never needs).
 ``az://``, ``abfs://``, ``abfss://``). It is called where a location comes in (``LogDirectory(url)``, the
 command line's ``--log-dir``, the Spark data source's ``path``); everything given a ``LogDirectory`` uses its
 ``storage``. An object store is made once per root URL and options in a process and kept, so that a location
-given again without options (a log directory opened again from its URL) gets the store, and the options (an endpoint, credentials: Spark's ``storage.*`` options), that the first
-caller gave for that root, or for a root above it. Without options a store takes its credentials and
-endpoint from the cloud's standard environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ALLOW_HTTP``, ``GOOGLE_SERVICE_ACCOUNT``,
-``AZURE_STORAGE_ACCOUNT_NAME``...), as obstore reads it. A forked child forgets the stores its parent made:
-their connections belong to the parent's runtime.
+given again without options (a log directory opened again from its URL) gets the store, and the options (an
+endpoint, credentials: Spark's ``storage.*`` options), that the first caller gave for that root, or for a root
+above it. Without options a store takes its credentials and endpoint from the cloud's standard environment
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ALLOW_HTTP``,
+``GOOGLE_SERVICE_ACCOUNT``, ``AZURE_STORAGE_ACCOUNT_NAME``...), as obstore reads it. A forked child forgets the
+stores its parent made: their connections belong to the parent's runtime.
 """
 
 from __future__ import annotations

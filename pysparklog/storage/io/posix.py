@@ -18,9 +18,9 @@ with byte-range locks) grants an exclusive lock on no other.
 A file's version is its inode, size and modification time: a file put in its place since has another, unless
 it reuses the inode number, has the same size and was written within the same tick of the clock, which a
 holder whose lock lapsed cannot meet (the next holder takes the lock once the lapsed one's time has run out,
-after the file it read was written). ``put``
-returns the version of the file it wrote (its descriptor's, not the name's, which another writer may have
-replaced already), and ``read_versioned`` the version of the file it read.
+after the file it read was written). ``put`` returns the version of the file it wrote (its descriptor's, not
+the name's, which another writer may have replaced already), and ``read_versioned`` the version of the file
+it read.
 """
 
 from __future__ import annotations
