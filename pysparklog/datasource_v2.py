@@ -85,7 +85,7 @@ from pysparklog.spark.offset_ranges import (
 from pysparklog.spark.pushdown import PushedBounds, narrow_ranges, translate
 from pysparklog.spark.sink import SinkCommitLog, TaskWrite, batch_sink_id, streaming_sink_id, write_task
 from pysparklog.spark.sink_options import DeliveryGuarantee, SaveMode, SinkColumns, SinkOptions, check_sink_schema
-from pysparklog.spark.storage_options import StorageSettings, log_storage, open_logs
+from pysparklog.spark.storage_options import StorageSettings, open_logs
 from pysparklog.storage.io import read_if_exists, storage_for
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
@@ -335,9 +335,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.options = options
         self._logs = source_log_dir(options)
         self._start_storage = (
-            storage_for(options.initial_offsets_location)
-            if options.initial_offsets_location
-            else log_storage(options.path, options.storage_settings)
+            storage_for(options.initial_offsets_location) if options.initial_offsets_location else self._logs.storage
         )
         self._latest: Offsets | None = None  # the latest offsets seen, for reportLatestOffset
         self._available_now: Offsets | None = None  # the target of Trigger.AvailableNow

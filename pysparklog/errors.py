@@ -135,6 +135,13 @@ class StorageConflictError(PySparkLogError):
     writer read (an object store's 412 Precondition Failed). The writer re-reads and decides again."""
 
 
+class MetadataChangedError(StorageConflictError):
+    """A metadata file (topics, producer ids, a group's or a transactional id's state, a sink's decision) changed
+    between its holder's read and its write, although the holder held its lock: the lock lapsed (a lease that ran
+    out while its holder stalled) and another process took it and wrote. Nothing was written; the operation can
+    be run again, and then reads the newer state."""
+
+
 class DataLossError(PySparkLogError):
     """Offsets a query was to read are gone (retention, delete-records, a deleted topic or partition)
     and ``failOnDataLoss`` is true, Spark's Kafka source's default."""

@@ -5,7 +5,10 @@ file in the log directory (``pysparklog-group.<group>.json``, the group id perce
 file, not a directory, as a Kafka broker refuses directories it cannot parse as partitions), and every member runs the
 coordinator's logic itself on each heartbeat, under an exclusive lock of that file: expire members
 whose session timed out, take in joins, leaves and subscription or partition-count changes, and when
-any of those happened, start a new generation with the assignment the group's assignor computes.
+any of those happened, start a new generation with the assignment the group's assignor computes. The
+state is written back only if it is still the version read (``VersionedFile``): a member whose lock
+lapsed meanwhile (a lease that ran out while it stalled) fails with ``MetadataChangedError`` instead of
+handing back partitions the group has since given to others.
 
 Partitions change hands by an explicit hand-off. The state records, besides each member's target
 assignment, which member *owns* (fetches) each partition. A member claims a partition of its target
@@ -55,7 +58,7 @@ from pysparklog.errors import (
     InvalidConfigError,
     UnknownMemberIdError,
 )
-from pysparklog.storage.io import read_if_exists, storage_for
+from pysparklog.storage.io import VersionedFile, read_if_exists
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 
@@ -257,7 +260,7 @@ class GroupCoordinator:
         validate_group_id(group_id)
         self.log_dir = log_dir
         self.group_id = group_id
-        self._storage = storage_for(log_dir.path)
+        self._storage = log_dir.storage
         base = GROUP_FILE_PREFIX + quote(group_id, safe="")
         self.path = self._storage.join(base + _STATE_SUFFIX)
         self._lock = self._storage.lock(self._storage.join(base + _LOCK_SUFFIX))
@@ -269,20 +272,29 @@ class GroupCoordinator:
     # -- state --------------------------------------------------------------------------------
 
     def _read(self) -> _Group:
-        data = read_if_exists(self._storage, self.path)
+        return self._decode(read_if_exists(self._storage, self.path))
+
+    def _decode(self, data: bytes | None) -> _Group:
+        """The state the file holds; a group never joined without it."""
         return _Group() if data is None else _Group.decode(data, self.path)
 
     @contextmanager
     def _transaction(self) -> Iterator[_Group]:
-        """The group's state under the lock, written back when the block ends without an error."""
+        """The group's state under the lock, written back when the block ends without an error.
+
+        Raises:
+            MetadataChangedError: Another process changed the state meanwhile (this one's lock lapsed); nothing
+                was written.
+        """
         self._storage.make_directory(self._storage.join())
         with self._lock.exclusive():
-            group = self._read()
+            stored = VersionedFile.read(self._storage, self.path)
+            group = self._decode(stored.data)
             before = group.encode()
             yield group
             after = group.encode()
             if after != before:
-                self._storage.put(self.path, after)
+                stored.write(after)
 
     # -- members ------------------------------------------------------------------------------
 
@@ -530,7 +542,7 @@ def _wall_clock_ms() -> int:
 
 def list_group_ids(log_dir: LogDirectory) -> list[str]:
     """Groups with membership state in ``log_dir``, sorted."""
-    storage = storage_for(log_dir.path)
+    storage = log_dir.storage
     return sorted(
         unquote(n[len(GROUP_FILE_PREFIX) : -len(_STATE_SUFFIX)])
         for n in storage.list(storage.join())

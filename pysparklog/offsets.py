@@ -84,7 +84,6 @@ from pysparklog.group import (
 )
 from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.config import INT_MAX, LONG_MAX
-from pysparklog.storage.io import storage_for
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings
@@ -528,7 +527,7 @@ class OffsetStore:
 
     def __init__(self, log_dir: str | os.PathLike[str] | LogDirectory) -> None:
         self._log_dir = log_dir if isinstance(log_dir, LogDirectory) else LogDirectory(log_dir)
-        self._storage = storage_for(self._log_dir.path)
+        self._storage = self._log_dir.storage
         server = self._log_dir.topics.server_properties()
         self._configured_partitions = _broker_int(server, OFFSETS_TOPIC_PARTITIONS)
         validate_topic_partitions(self._configured_partitions, f"{server.path}: {OFFSETS_TOPIC_PARTITIONS.name}")

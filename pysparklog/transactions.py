@@ -13,10 +13,11 @@ A Kafka transaction works like this (``TransactionCoordinator``, KIP-98):
   epoch, so the stalled producer is fenced.
 
 Here the coordinator is whoever calls this module. Each transactional id's state is one small JSON
-file in the log directory, ``pysparklog-txn.<quoted id>.json``, changed under its ``.lock``. That
-file is ours: Kafka keeps the state in ``__transaction_state``. The producer ids, epochs, sequences
-and control records in the partitions are Kafka's, so Kafka's tools and ``read_committed``
-consumers understand the result.
+file in the log directory, ``pysparklog-txn.<quoted id>.json``, changed under its ``.lock`` and
+replaced only if still the version read (``VersionedFile``), so a holder whose lease ran out while it
+stalled fails instead of taking the state back. That file is ours: Kafka keeps the state in
+``__transaction_state``. The producer ids, epochs, sequences and control records in the partitions
+are Kafka's, so Kafka's tools and ``read_committed`` consumers understand the result.
 
 A decision is durable before any marker is written, and the markers are fsynced before the state
 says complete. After a crash, whoever touches the transactional id next rolls the decision forward:
@@ -46,7 +47,7 @@ from pysparklog.errors import (
     PySparkLogError,
     UnknownTopicError,
 )
-from pysparklog.storage.io import read_if_exists, storage_for
+from pysparklog.storage.io import VersionedFile, read_if_exists
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.producer_ids import TXN_STATE_PREFIX, allocate_producer_id
@@ -196,7 +197,7 @@ class TransactionCoordinator:
 
     def __init__(self, log_dir: LogDirectory, *, clock: Clock | None = None) -> None:
         self.log_dir = log_dir
-        self._storage = storage_for(log_dir.path)
+        self._storage = log_dir.storage
         self._clock = clock or _wall_clock_ms
         # Partitions markers went to, kept open: a log opened anew rebuilds its producer state first.
         self._partition_logs: dict[TopicPartition, PartitionLog] = {}
@@ -229,11 +230,11 @@ class TransactionCoordinator:
         with self._state(transactional_id) as (meta, save):
             now = self._clock()
             if meta is None:
-                meta = TransactionMetadata(transactional_id, allocate_producer_id(self.log_dir.path), 0)
+                meta = TransactionMetadata(transactional_id, allocate_producer_id(self._storage), 0)
             else:
                 self._settle(meta, save)
                 if meta.producer_epoch >= MAX_SESSION_EPOCH:
-                    meta.producer_id, meta.producer_epoch = allocate_producer_id(self.log_dir.path), 0
+                    meta.producer_id, meta.producer_epoch = allocate_producer_id(self._storage), 0
                 else:
                     meta.producer_epoch += 1
             meta.state, meta.partitions, meta.start_ms, meta.prepared = TransactionState.EMPTY, [], -1, False
@@ -357,7 +358,15 @@ class TransactionCoordinator:
         """The id's state, or None for an id never initialised."""
         validate_transactional_id(transactional_id)
         path = self._paths(transactional_id)[0]
-        data = read_if_exists(self._storage, path)
+        return self._decode(transactional_id, read_if_exists(self._storage, path), path)
+
+    @staticmethod
+    def _decode(transactional_id: str, data: bytes | None, path: str) -> TransactionMetadata | None:
+        """The id's state in ``data``, the content of its file ``path``; None when there is no file.
+
+        Raises:
+            CorruptRecordError: The file is unreadable, or holds another id's state.
+        """
         if data is None:
             return None
         meta = TransactionMetadata.decode(data, path)
@@ -401,18 +410,25 @@ class TransactionCoordinator:
     def _state(
         self, transactional_id: str
     ) -> Iterator[tuple[TransactionMetadata | None, Callable[[TransactionMetadata], None]]]:
-        """The id's state under its lock, and the function that makes a change durable."""
+        """The id's state under its lock, and the function that makes a change durable: only if the file is still
+        the version read or last saved, so that a holder whose lock lapsed (a lease that ran out while it stalled)
+        cannot take the state back behind what another holder recorded since (a decision, a bumped epoch).
+
+        Raises:
+            MetadataChangedError: From ``save``: another process changed the state meanwhile; nothing was saved.
+        """
         validate_transactional_id(transactional_id)
         state_path, lock_path = self._paths(transactional_id)
-
-        def save(changed: TransactionMetadata) -> None:
-            self._storage.put(state_path, changed.encode())
-
         self._storage.make_directory(self._storage.join())
         lock = self._storage.lock(lock_path)
         try:
             with lock.exclusive():
-                yield self.describe(transactional_id), save
+                stored = VersionedFile.read(self._storage, state_path)
+
+                def save(changed: TransactionMetadata) -> None:
+                    stored.write(changed.encode())
+
+                yield self._decode(transactional_id, stored.data, state_path), save
         finally:
             lock.close()
 

@@ -26,6 +26,7 @@ from pysparklog import (
     UnknownMemberIdError,
 )
 from pysparklog.assignors import RebalanceProtocol
+from pysparklog.errors import MetadataChangedError
 from pysparklog.group import (
     GROUP_FILE_PREFIX,
     GroupCoordinator,
@@ -36,6 +37,7 @@ from pysparklog.group import (
     list_group_ids,
     validate_group_id,
 )
+from tests.storage.conftest import BACKENDS, NoLock, storage_on
 
 SESSION_MS = 1000
 T0 = 1_700_000_000_000
@@ -472,6 +474,46 @@ def test_owning_holds_the_group_still(coordinator: GroupCoordinator, log_dir: Lo
                 assert held is None
     finally:
         other.close()
+
+
+# -- a member whose lock lapsed ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def log_dir_on_each_backend(request: pytest.FixtureRequest, tmp_path: Path) -> LogDirectory:
+    logs = LogDirectory(storage_on(request.param, request, tmp_path))
+    logs.topics.create("t", 4)
+    return logs
+
+
+def test_a_member_whose_lock_lapsed_fails_rather_than_undo_what_the_group_did_meanwhile(
+    log_dir_on_each_backend: LogDirectory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member that read the group's state, lost its lease while it stalled, and wrote back what it computed would
+    drop the member that joined meanwhile and take back the partitions its new generation moved."""
+    logs = log_dir_on_each_backend
+    coordinator = GroupCoordinator(logs, "g", clock=clock)
+    a = coordinator.join(request("a"), ["t"])
+    monkeypatch.setattr(logs.storage, "lock", lambda path: NoLock())
+    stale = GroupCoordinator(logs, "g", clock=clock)  # holds a lock that excludes nothing: a lapsed lease
+    needs_rebalance = stale._needs_rebalance
+    joined: list[Membership] = []
+
+    def another_joins_meanwhile(group: object) -> bool:  # called by heartbeat, between its read and its write
+        joined.append(coordinator.join(request("b"), ["t"]))
+        return needs_rebalance(group)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stale, "_needs_rebalance", another_joins_meanwhile)
+    clock.advance(SESSION_MS // 2)  # a heartbeat that changes the state: its member's last heartbeat
+    with pytest.raises(MetadataChangedError, match=r"pysparklog-group\.g\.json changed after this process read it"):
+        stale.heartbeat(a.member_id, ["t"])
+    description = coordinator.describe()
+    assert description is not None
+    assert description.generation == joined[0].generation == a.generation + 1, "the join's generation is kept"
+    assert sorted(m.member_id for m in description.members) == sorted([a.member_id, joined[0].member_id])
+    assert coordinator.heartbeat(a.member_id, ["t"]).generation == joined[0].generation
+    coordinator.close()
+    stale.close()
 
 
 # -- describe, delete, list -----------------------------------------------------------------------------------

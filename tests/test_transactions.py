@@ -9,7 +9,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pysparklog.errors import CorruptRecordError, InvalidConfigError, ProducerFencedError, PySparkLogError
+from pysparklog.errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    MetadataChangedError,
+    ProducerFencedError,
+    PySparkLogError,
+)
 from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings
@@ -25,6 +31,7 @@ from pysparklog.transactions import (
     validate_transactional_id,
 )
 from tests.conftest import keyed_table
+from tests.storage.conftest import BACKENDS, NoLock, storage_on
 
 
 @pytest.fixture
@@ -254,6 +261,44 @@ def test_another_ids_state_file_under_an_ids_name_is_refused(logs: LogDirectory)
         coordinator.describe("a")
     with pytest.raises(CorruptRecordError, match="not of 'a'"):
         Producer(logs, ProducerConfig.from_properties({"transactional.id": "a"})).init_transactions()
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def logs_on_each_backend(request: pytest.FixtureRequest, tmp_path: Path) -> LogDirectory:
+    logs = LogDirectory(storage_on(request.param, request, tmp_path))
+    logs.topics.create("t", 2)
+    return logs
+
+
+def test_a_holder_whose_lock_lapsed_fails_rather_than_take_the_state_back(
+    logs_on_each_backend: LogDirectory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coordinator that read an open transaction, lost its lease while it stalled, and saved its decision anyway
+    would take the state back from the next holder's CompleteCommit of epoch 2 to PrepareCommit of epoch 0, a
+    session fenced since: the id would be stuck on a decision no producer can finish."""
+    logs = logs_on_each_backend
+    coordinator = TransactionCoordinator(logs)
+    first = coordinator.init_producer_id("tx", 60000)
+    coordinator.add_partitions("tx", first, [TopicPartition("t", 0)])
+    state_lock, lock = coordinator._paths("tx")[1], logs.storage.lock
+    # Every holder of the id's lock holds a lapsed lease, excluding none (the partitions keep theirs).
+    monkeypatch.setattr(logs.storage, "lock", lambda path: NoLock() if path == state_lock else lock(path))
+    newer: list[ProducerSession] = []
+
+    def the_next_holder_acts_meanwhile() -> int:  # the stale holder's clock, read between its read and its save
+        newer.append(coordinator.init_producer_id("tx", 60000))  # aborts the open transaction, fencing it
+        coordinator.end_transaction("tx", newer[0], commit=True)
+        return 0
+
+    stale = TransactionCoordinator(logs, clock=the_next_holder_acts_meanwhile)
+    with pytest.raises(MetadataChangedError, match=r"pysparklog-txn\.tx\.json changed after this process read it"):
+        stale.end_transaction("tx", first, commit=True)
+    meta = coordinator.describe("tx")
+    assert meta is not None and (meta.state, meta.session) == (TransactionState.COMPLETE_COMMIT, newer[0])
+    assert newer[0].producer_epoch == first.producer_epoch + 2
+    assert _values(logs, 0, READ_COMMITTED) == _values(logs, 0, READ_UNCOMMITTED) == []
+    coordinator.close()
+    stale.close()
 
 
 @pytest.mark.parametrize("transactional_id", ["", "\udcff", None])

@@ -31,7 +31,6 @@ it appears whole or not at all.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import re
@@ -46,7 +45,7 @@ from pysparklog.errors import CorruptRecordError, SinkCommitError, UnknownTopicE
 from pysparklog.producer import Producer
 from pysparklog.spark.sink_options import DeliveryGuarantee, SinkColumns, SinkOptions, producer_tables
 from pysparklog.spark.storage_options import open_logs
-from pysparklog.storage.io import read_if_exists, storage_for
+from pysparklog.storage.io import VersionedFile, read_if_exists
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.transactions import PreparedTransaction, ProducerSession, TransactionCoordinator
 
@@ -59,16 +58,17 @@ _VERSION = 1
 _GATHER_BYTES = 8 * 1024 * 1024
 
 
-@functools.cache
-def _coordinator(path: str) -> TransactionCoordinator:
-    return TransactionCoordinator(LogDirectory(path))
+_coordinators: dict[str, TransactionCoordinator] = {}
 
 
 def coordinator_for(logs: LogDirectory) -> TransactionCoordinator:
     """One coordinator per log directory and process: Spark runs the sink's commits in a reused Python
     worker, where the partition logs the coordinator keeps open spare each commit a rebuild of their
-    producer state."""
-    return _coordinator(logs.path)
+    producer state. It works on the storage of the first ``logs`` given for the directory's location."""
+    coordinator = _coordinators.get(logs.path)
+    if coordinator is None:
+        coordinator = _coordinators.setdefault(logs.path, TransactionCoordinator(logs))
+    return coordinator
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,13 +242,15 @@ class SinkCommitLog:
     def __init__(self, logs: LogDirectory, sink_id: str) -> None:
         self._logs = logs
         self.sink_id = sink_id
-        self._storage = storage_for(logs.path)
+        self._storage = logs.storage
         base = SINK_FILE_PREFIX + quote(sink_id, safe="")
         self.path = self._storage.join(base + ".json")
         self._lock_path = self._storage.join(base + ".lock")
 
     def read(self) -> SinkDecision | None:
-        data = read_if_exists(self._storage, self.path)
+        return self._decode(read_if_exists(self._storage, self.path))
+
+    def _decode(self, data: bytes | None) -> SinkDecision | None:
         return None if data is None else SinkDecision.decode(data, self.path)
 
     def decided(self, query_id: str | None, batch_id: int) -> bool:
@@ -259,25 +261,31 @@ class SinkCommitLog:
     def commit(self, query_id: str | None, batch_id: int, writes: list[TaskWrite]) -> None:
         """Commit a micro-batch's transactions: record the decision, then end each transaction.
 
+        The decision file is written only if still the version read under the lock (``VersionedFile``): a
+        driver that stalled past its lease and resumed cannot record an older batch over a newer decision.
+
         Raises:
             SinkCommitError: A transaction is no longer the one its task prepared (a later attempt of
                 the task fenced it); nothing of the batch is committed.
+            MetadataChangedError: Another process recorded a decision meanwhile (this one's lease lapsed);
+                this one recorded none.
         """
         coordinator = coordinator_for(self._logs)
         lock = self._storage.lock(self._lock_path)
         try:
             with lock.exclusive():
-                decision = self.read()
+                stored = VersionedFile.read(self._storage, self.path)
+                decision = self._decode(stored.data)
                 same_query = decision is not None and decision.query_id == query_id
                 if decision is not None and same_query and decision.batch_id > batch_id:
                     raise SinkCommitError(
                         f"sink {self.sink_id}: batch {batch_id} is older than the decided batch {decision.batch_id}"
                     )
                 if decision is not None and not decision.complete:
-                    self._finish(coordinator, decision)  # an earlier run's decision first
+                    self._finish(coordinator, decision, stored)  # an earlier run's decision first
                 if decision is None or not same_query or decision.batch_id < batch_id:
-                    decision = self._decide(coordinator, query_id, batch_id, writes)
-                    self._finish(coordinator, decision)
+                    decision = self._decide(coordinator, query_id, batch_id, writes, stored)
+                    self._finish(coordinator, decision, stored)
                 self._abort_orphans(coordinator, decision)
         finally:
             lock.close()
@@ -294,9 +302,15 @@ class SinkCommitLog:
                 _log.info("sink %s: aborted the transaction %s a failed run left open", self.sink_id, transactional_id)
 
     def _decide(
-        self, coordinator: TransactionCoordinator, query_id: str | None, batch_id: int, writes: list[TaskWrite]
+        self,
+        coordinator: TransactionCoordinator,
+        query_id: str | None,
+        batch_id: int,
+        writes: list[TaskWrite],
+        stored: VersionedFile,
     ) -> SinkDecision:
-        """Record the decision, having checked under their locks that every transaction is still prepared."""
+        """Record the decision in ``stored``, having checked under their locks that every transaction is still
+        prepared."""
         transactions = tuple(w.transaction for w in writes if w.transaction is not None)
         with coordinator.hold([t.transactional_id for t in transactions]) as states:
             for txn in transactions:
@@ -309,13 +323,14 @@ class SinkCommitLog:
                         "batch is committed, and it is written again when the query restarts"
                     )
             decision = SinkDecision(self.sink_id, query_id, batch_id, transactions, complete=False)
-            self._storage.put(self.path, decision.encode())
+            stored.write(decision.encode())
         return decision
 
-    def _finish(self, coordinator: TransactionCoordinator, decision: SinkDecision) -> None:
+    def _finish(self, coordinator: TransactionCoordinator, decision: SinkDecision, stored: VersionedFile) -> None:
+        """Commit the decision's transactions, then record it complete in ``stored``."""
         for txn in decision.transactions:
             coordinator.end_transaction(txn.transactional_id, txn.session, commit=True)
-        self._storage.put(self.path, replace(decision, complete=True).encode())
+        stored.write(replace(decision, complete=True).encode())
 
     def abort(self) -> list[str]:
         """Abort every open transaction of the sink's tasks (Spark aborts a write that failed): those

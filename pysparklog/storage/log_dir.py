@@ -78,7 +78,7 @@ class LogDirectory:
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         """Every ``(topic, partition)`` with a directory here, sorted; directories being deleted are skipped."""
-        return partition_dirs(self.path)
+        return partition_dirs(self.storage)
 
     def set_topic_id(self, topic: str, topic_id: str, *, progress: Progress | None = None) -> TopicMetadata:
         """Give a topic the id a Kafka cluster knows it by, before its partition directories are moved into a

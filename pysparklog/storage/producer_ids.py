@@ -33,7 +33,7 @@ import re
 
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, PySparkLogError
 from pysparklog.storage.config import LONG_MAX
-from pysparklog.storage.io import LOG_DIR_LOCK, PutMode, Storage, read_if_exists, storage_for
+from pysparklog.storage.io import LOG_DIR_LOCK, Storage, VersionedFile, storage_for
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
 from pysparklog.storage.segment import LogSegment, filename_prefix, parse_segment_name
 
@@ -53,7 +53,7 @@ def allocate_producer_id(log_dir: str | os.PathLike[str] | Storage) -> int:
         InvalidLogDirectoryError: ``log_dir`` is not a directory, or a location no storage serves.
         CorruptRecordError: ``pysparklog-producer-ids`` is not this module's file (the message names it).
         PySparkLogError: Every id up to 2**63 - 1 has been handed out.
-        StorageConflictError: Another process changed the file while this one held the lock (it lost its lease
+        MetadataChangedError: Another process changed the file while this one held the lock (it lost its lease
             while it stalled); no id was handed out.
     """
     storage = storage_for(log_dir)
@@ -65,25 +65,20 @@ def allocate_producer_id(log_dir: str | os.PathLike[str] | Storage) -> int:
         with lock.exclusive():
             if storage.in_place_writes:  # a filesystem's put writes a temporary file first
                 _remove_stale_temporary_files(storage)
-            stat = storage.stat(path)  # before the read: a write between them fails the replace below
-            producer_id = _read_next(storage, path)
+            stored = VersionedFile.read(storage, path)
+            producer_id = _decode_next(stored.data, path)
             if producer_id is None:
                 producer_id = _highest_in_use(storage) + 1
             if producer_id == LONG_MAX:
                 raise PySparkLogError(f"every producer id up to {LONG_MAX} has been handed out ({path})")
-            document = json.dumps({"version": PRODUCER_IDS_VERSION, "next_producer_id": producer_id + 1}).encode()
-            if stat is None:
-                storage.put(path, document, mode=PutMode.CREATE)
-            else:
-                storage.put(path, document, expected_version=stat.version)
+            stored.write(json.dumps({"version": PRODUCER_IDS_VERSION, "next_producer_id": producer_id + 1}).encode())
             return producer_id
     finally:
         lock.close()
 
 
-def _read_next(storage: Storage, path: str) -> int | None:
-    """The next free id recorded in ``path``; None when there is no such file."""
-    data = read_if_exists(storage, path)
+def _decode_next(data: bytes | None, path: str) -> int | None:
+    """The next free id recorded in ``data``, the content of ``path``; None when there is no such file."""
     if data is None:
         return None
     try:

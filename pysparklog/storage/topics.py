@@ -72,7 +72,7 @@ from pysparklog.errors import (
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LogConfig
-from pysparklog.storage.io import LOG_DIR_LOCK, FileStat, PutMode, Storage, read_if_exists, storage_for
+from pysparklog.storage.io import LOG_DIR_LOCK, FileStat, Storage, VersionedFile, read_if_exists, storage_for
 from pysparklog.storage.log_state import parse_partition_dir
 from pysparklog.storage.topic_config import (
     SERVER_PROPERTIES,
@@ -268,7 +268,7 @@ class _Metadata:
 
     topics: dict[str, TopicMetadata]
     deleting: dict[str, str]  # topic -> id of a deletion committed but not yet applied to the directories
-    version: str | None = None  # of the file read, for a change: it is replaced only if still that version
+    stored: VersionedFile | None = None  # the file as read under the lock: a change replaces it if still that version
 
     @classmethod
     def decode(cls, data: bytes | None, path: str) -> _Metadata:
@@ -421,11 +421,9 @@ class TopicStore:
             with lock.exclusive():
                 if self.storage.in_place_writes:  # a filesystem's put writes a temporary file first
                     self._remove_stale_temporary_files()
-                # The version before the content: a write after the stat makes the replace fail, never succeed
-                # over a change this holder did not read.
-                stat = self.storage.stat(self.path)
-                metadata = self._read()
-                metadata.version = None if stat is None else stat.version
+                stored = VersionedFile.read(self.storage, self.path)
+                metadata = _Metadata.decode(stored.data, self.path)
+                metadata.stored = stored
                 if metadata.deleting:
                     self._apply_deletions(metadata)
                 yield metadata
@@ -433,16 +431,13 @@ class TopicStore:
             lock.close()
 
     def _write(self, metadata: _Metadata) -> None:
-        """Replace the file if it is still the version the transaction read (create it if it had none).
+        """Replace the file if it is still the version the transaction read or last wrote (create it if absent).
 
         Raises:
-            StorageConflictError: Another process changed it meanwhile: this one no longer held the lock.
+            MetadataChangedError: Another process changed it meanwhile: this one no longer held the lock.
         """
-        if metadata.version is None:
-            written = self.storage.put(self.path, metadata.encode(), mode=PutMode.CREATE)
-        else:
-            written = self.storage.put(self.path, metadata.encode(), expected_version=metadata.version)
-        metadata.version = written.version
+        assert metadata.stored is not None, "written only in a transaction"
+        metadata.stored.write(metadata.encode())
         _changes[self.log_dir] = _changes.get(self.log_dir, 0) + 1
 
     def _remove_stale_temporary_files(self) -> None:

@@ -3,18 +3,20 @@ every way a micro-batch can be run again (a task retry, a driver killed before o
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from pysparklog.errors import SinkCommitError, UnknownTopicError
-from pysparklog.spark.sink import SinkCommitLog, TaskWrite, streaming_sink_id, write_task
+from pysparklog.errors import MetadataChangedError, SinkCommitError, UnknownTopicError
+from pysparklog.spark.sink import SinkCommitLog, TaskWrite, coordinator_for, streaming_sink_id, write_task
 from pysparklog.spark.sink_options import SinkColumns, SinkOptions, check_sink_schema
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
 from pysparklog.transactions import TransactionCoordinator, TransactionState
+from tests.storage.conftest import BACKENDS, NoLock, storage_on
 
 _SCHEMA = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 QUERY = "9f1c2d3e-0000-4000-8000-000000000001"
@@ -171,3 +173,38 @@ def test_a_re_run_with_fewer_tasks_aborts_the_transactions_of_the_missing_ones(l
     coordinator = TransactionCoordinator(logs)
     orphan = coordinator.describe(f"{rerun[0].sink_id}-3")
     assert orphan is not None and orphan.state is TransactionState.COMPLETE_ABORT and not orphan.prepared
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def logs_on_each_backend(request: pytest.FixtureRequest, tmp_path: Path) -> LogDirectory:
+    return LogDirectory(storage_on(request.param, request, tmp_path))
+
+
+def test_a_driver_whose_lock_lapsed_fails_rather_than_record_an_older_decision(
+    logs_on_each_backend: LogDirectory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver that read the sink's decision, lost its lease while it stalled, and recorded its own anyway would
+    take the decision back to an older micro-batch than the one the next driver recorded meanwhile: a restart would
+    then write the batches in between again."""
+    logs = logs_on_each_backend
+    sink = SinkCommitLog(logs, "sink")
+    sink.commit(QUERY, 0, [])
+    lock = logs.storage.lock
+    monkeypatch.setattr(logs.storage, "lock", lambda path: NoLock() if path == sink._lock_path else lock(path))
+    coordinator = coordinator_for(logs)
+    hold = coordinator.hold
+    meanwhile: list[int] = []
+
+    def the_next_driver_decides_meanwhile(transactional_ids: list[str]) -> AbstractContextManager[object]:
+        if not meanwhile:  # the stale driver's decision, between its read of the file and its write
+            meanwhile.append(2)
+            SinkCommitLog(logs, "sink").commit(QUERY, 1, [])
+            SinkCommitLog(logs, "sink").commit(QUERY, 2, [])
+        return hold(transactional_ids)
+
+    monkeypatch.setattr(coordinator, "hold", the_next_driver_decides_meanwhile)
+    with pytest.raises(MetadataChangedError, match=r"pysparklog-sink\.sink\.json changed after this process read it"):
+        SinkCommitLog(logs, "sink").commit(QUERY, 1, [])
+    decision = sink.read()
+    assert decision is not None and (decision.batch_id, decision.complete) == (2, True)
+    assert sink.decided(QUERY, 2)

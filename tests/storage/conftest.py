@@ -37,22 +37,28 @@ BACKENDS: dict[str, Callable[[str], Storage]] = {
 _ON_S3 = {"s3"}
 
 
-def _root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def _root(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A root of its own for the test: a local directory, or the same path as a prefix of the bucket."""
-    if request.param in _ON_S3:
+    if backend in _ON_S3:
         request.getfixturevalue("s3_endpoint")
     return str(tmp_path / "logs")
 
 
+def storage_on(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    """A storage of its own for the test on ``backend``: what ``storage`` gives, for the fixtures of tests outside
+    this directory, which its fixtures do not reach."""
+    return BACKENDS[backend](_root(backend, request, tmp_path))
+
+
 @pytest.fixture(params=sorted(BACKENDS))
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    return BACKENDS[request.param](_root(request, tmp_path))
+    return storage_on(request.param, request, tmp_path)
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """A backend's name and a root, for tests whose other processes open the storage themselves."""
-    return request.param, _root(request, tmp_path)
+    return request.param, _root(request.param, request, tmp_path)
 
 
 def run_processes(target: Callable[..., None], args: list[tuple[object, ...]], timeout: float = 300) -> None:

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from pysparklog import LogDirectory, Producer
-from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, StorageConflictError
+from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, MetadataChangedError
 from pysparklog.storage import producer_ids
 from pysparklog.storage.io import PosixStorage, Storage
 from pysparklog.storage.producer_ids import PRODUCER_IDS_FILE, allocate_producer_id
@@ -80,18 +80,17 @@ def test_an_allocation_without_exclusion_fails_rather_than_hand_out_an_id_twice(
     storage.make_directory(storage.join())
     assert allocate_producer_id(storage) == 0
     monkeypatch.setattr(storage, "lock", lambda path: NoLock())
-    read_next = producer_ids._read_next
+    decode_next = producer_ids._decode_next
     meanwhile: list[int] = []
 
-    def read_then_another_allocates(storage: Storage, path: str) -> int | None:
-        found = read_next(storage, path)
+    def read_then_another_allocates(data: bytes | None, path: str) -> int | None:
         if not meanwhile:
             meanwhile.append(-1)  # the other allocation reads too: only this one lets another in
             meanwhile[0] = allocate_producer_id(storage)
-        return found
+        return decode_next(data, path)
 
-    monkeypatch.setattr(producer_ids, "_read_next", read_then_another_allocates)
-    with pytest.raises(StorageConflictError):
+    monkeypatch.setattr(producer_ids, "_decode_next", read_then_another_allocates)
+    with pytest.raises(MetadataChangedError, match=PRODUCER_IDS_FILE):
         allocate_producer_id(storage)
     assert meanwhile == [1]
     monkeypatch.undo()

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pysparklog import LogDirectory
-from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError, TopicExistsError, UnknownTopicError
+from pysparklog.errors import InvalidLogDirectoryError, MetadataChangedError, TopicExistsError, UnknownTopicError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.io import Storage
 from pysparklog.storage.topic_config import SERVER_PROPERTIES
@@ -137,7 +137,7 @@ def test_a_change_made_without_exclusion_fails_rather_than_overwrite(
         return read_settings()
 
     monkeypatch.setattr(stale, "server_properties", meanwhile)
-    with pytest.raises(StorageConflictError, match=TOPICS_FILE):
+    with pytest.raises(MetadataChangedError, match=f"{TOPICS_FILE} changed after this process read it"):
         stale.create("a", 1)
     assert dict(TopicStore(storage).get("b").configs) == {"retention.ms": "1000"}, "the other change is kept"
 

@@ -6,14 +6,15 @@ object store (it loads obstore, which a filesystem path never needs).
 
 ``storage_for(location, options)`` picks the backend for a log directory's location: a filesystem path or a
 ``file://`` URL, or an object-store URL (``s3://bucket/prefix``, ``s3a://`` read as ``s3://``, ``gs://``,
-``az://``, ``abfs://``, ``abfss://``). An object store is made once per root URL and options in a process and
-kept: many modules find their storage again from the log directory's URL alone (``storage_for(log_dir.path)``),
-and they get the store, and the options (an endpoint, credentials: Spark's ``storage.*`` options), that the
-first caller gave for that root, or for a root above it. Without options a store takes its credentials and
-endpoint from the cloud's standard environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ALLOW_HTTP``, ``GOOGLE_SERVICE_ACCOUNT``,
-``AZURE_STORAGE_ACCOUNT_NAME``...), as obstore reads it. A forked child forgets the stores its parent made:
-their connections belong to the parent's runtime.
+``az://``, ``abfs://``, ``abfss://``). It is called where a location comes in (``LogDirectory(url)``, the
+command line's ``--log-dir``, the Spark data source's ``path``); everything given a ``LogDirectory`` uses its
+``storage``. An object store is made once per root URL and options in a process and kept, so that a location
+given again without options (a log directory opened again from its URL) gets the store, and the options (an
+endpoint, credentials: Spark's ``storage.*`` options), that the first caller gave for that root, or for a root
+above it. Without options a store takes its credentials and endpoint from the cloud's standard environment
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ALLOW_HTTP``,
+``GOOGLE_SERVICE_ACCOUNT``, ``AZURE_STORAGE_ACCOUNT_NAME``...), as obstore reads it. A forked child forgets the
+stores its parent made: their connections belong to the parent's runtime.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pysparklog.storage.io.base import (
     read_if_exists,
 )
 from pysparklog.storage.io.posix import PosixLock, PosixStorage
+from pysparklog.storage.io.versioned import VersionedFile
 
 #: URL schemes of the object stores a log directory can live on.
 OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss")
@@ -121,6 +123,7 @@ __all__ = [
     "PutMode",
     "Storage",
     "StorageLock",
+    "VersionedFile",
     "read_if_exists",
     "storage_for",
 ]

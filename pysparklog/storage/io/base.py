@@ -21,6 +21,8 @@ The contract, in the words an implementation must honour:
 
 - ``read`` never returns bytes past what ``stat`` reported at the time of the call's start, other
   than bytes appended since; a missing file raises ``FileNotFoundError``.
+- ``read_versioned`` returns a whole file with the version of that very content, in one request where
+  the backend can: what a conditional ``put`` of a read-modify-write compares against.
 - ``put`` is atomic and durable: a reader sees the old content or the new, never a mix, and the new
   content survives a machine crash once ``put`` returns.
 - ``put`` with ``mode=PutMode.CREATE`` fails with :class:`~pysparklog.errors.StorageConflictError` when
@@ -126,6 +128,11 @@ class Storage(Protocol):
 
     def read(self, path: str, position: int = 0, length: int | None = None) -> bytes:
         """Bytes ``[position, position + length)`` of a file (to its end without ``length``)."""
+        ...
+
+    def read_versioned(self, path: str) -> tuple[bytes, str] | None:
+        """A whole file and the version of that content (``FileStat.version``), read together: a ``read`` and
+        a ``stat`` could pair the content with the version of a later write. None when it does not exist."""
         ...
 
     def read_into(self, path: str, position: int, buffer: memoryview) -> int:

@@ -33,14 +33,18 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 from obstore.store import from_url
 
-from pysparklog.errors import InvalidLogDirectoryError, PySparkLogError, StorageConflictError
+from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, PySparkLogError, StorageConflictError
 from pysparklog.storage.io.base import FileStat, PutMode
 
 _log = logging.getLogger(__name__)
 
 LEASE_MS = 30_000
-"""How long a lease lasts unless renewed. Its holder renews it every third of that, so a few slow or failed
-requests do not lose it, and a holder that died keeps the others waiting at most this long."""
+"""How long a lease lasts unless renewed, by default. Its holder renews it every third of that, so a few slow or
+failed requests do not lose it, and a holder that died keeps the others waiting at most this long."""
+#: The environment variable setting how long leases last (``LEASE_MS`` when unset), read when a store is made.
+LEASE_MS_VARIABLE = "PYSPARKLOG_LEASE_MS"
+#: The shortest lease accepted: its holder renews it every third of its length, one request each time.
+MIN_LEASE_MS = 100
 #: obstore's options of the HTTP client (its ``ClientConfig``), the same for every store; other keys are the store's.
 _CLIENT_OPTIONS = frozenset(
     {
@@ -64,6 +68,30 @@ _FIRST_WAIT_S = 0.02
 _LONGEST_WAIT_S = 1.0
 
 
+def lease_ms_from_environment() -> int:
+    """How long a lease lasts: ``$PYSPARKLOG_LEASE_MS``, or ``LEASE_MS`` when it is unset or empty.
+
+    A shorter lease lets a test see a holder lose it within a second; a holder then has to renew it within a
+    third of that, and hosts' clocks have to agree within two thirds, so a real store keeps the default.
+
+    Raises:
+        InvalidConfigError: The variable is not an integer of at least ``MIN_LEASE_MS``.
+    """
+    text = os.environ.get(LEASE_MS_VARIABLE, "").strip()
+    if not text:
+        return LEASE_MS
+    try:
+        lease_ms: int | None = int(text)
+    except ValueError:
+        lease_ms = None
+    if lease_ms is None or lease_ms < MIN_LEASE_MS:
+        raise InvalidConfigError(
+            f"{LEASE_MS_VARIABLE}={text!r} is invalid; accepted: an integer number of milliseconds >= {MIN_LEASE_MS}, "
+            f"or unset for the default, {LEASE_MS}"
+        )
+    return lease_ms
+
+
 class ObjectStorage:
     """A log directory on an object store.
 
@@ -73,14 +101,20 @@ class ObjectStorage:
             ``aws_endpoint``, ``region``, ``access_key_id``...) and of its HTTP client (``allow_http``,
             ``timeout``...).
 
+    Attributes:
+        lease_ms: How long the leases of its locks last (``$PYSPARKLOG_LEASE_MS`` when the store was made, else
+            ``LEASE_MS``).
+
     Raises:
         InvalidLogDirectoryError: obstore cannot make a store of the URL or the options.
+        InvalidConfigError: ``$PYSPARKLOG_LEASE_MS`` is set to a value not accepted.
     """
 
     in_place_writes = False
 
     def __init__(self, url: str, options: Mapping[str, str] | None = None) -> None:
         self.root = url.rstrip("/")
+        self.lease_ms = lease_ms_from_environment()
         config: Any = {}  # keys checked by obstore, per store type
         client: Any = {}
         for key, value in (options or {}).items():
@@ -249,8 +283,8 @@ class ObjectStorage:
         self._no_in_place_writes("set_modified")
 
     def lock(self, path: str) -> ObjectLease:
-        """A lease whose object is ``path`` (``ObjectLease``)."""
-        return ObjectLease(self, path)
+        """A lease whose object is ``path`` (``ObjectLease``), lasting ``lease_ms``."""
+        return ObjectLease(self, path, self.lease_ms)
 
 
 _VERSION_SEPARATOR = "\n"
@@ -299,8 +333,8 @@ class ObjectLease:
 
     The end of a lease is the holder's clock read by the contender's: hosts' clocks must agree within two thirds
     of ``lease_ms`` (20 s by default), well within what NTP keeps. A holder stalled past its lease loses it (its
-    renewer logs that and stops); the writes a lease guards are best made conditional on the versions they read,
-    as the topic metadata's and producer ids' are, so that a stale holder's write fails instead of overwriting.
+    renewer logs that and stops); the writes a lease guards are conditional on the versions they read
+    (``VersionedFile``), so that a stale holder's write fails with ``MetadataChangedError`` instead of overwriting.
 
     ``exclusive`` yields a record that refuses reads and writes: on a filesystem the lock file's bytes are a
     small record rewritten in place under the lock (a partition's state), but an object cannot change in place,

@@ -8,8 +8,19 @@ between hosts sharing the directory over NFS (docs/cluster.md says how to check 
 
 Conditional writes are what the object-store backend is built on; here ``CREATE`` is a hard link of
 the fsynced temporary file (which fails when the name exists, atomically), and a replace-if-version
-holds an exclusive ``flock`` on the current file while it compares the version and renames over it,
-so of two writers of one version the second finds the version changed.
+holds an exclusive ``flock`` on the current file while it compares the version and renames over it.
+That ``flock`` is what makes the compare and the rename one step for concurrent writers, whatever lock
+the caller holds: writers of one version all lock the same file (the one the version names), one at a
+time, and each looks again once it has the lock, so the second finds the name pointing at the first's
+new file and fails. It is taken on a descriptor opened for writing, as NFS (which emulates ``flock``
+with byte-range locks) grants an exclusive lock on no other.
+
+A file's version is its inode, size and modification time: a file put in its place since has another, unless
+it reuses the inode number, has the same size and was written within the same tick of the clock, which a
+holder whose lock lapsed cannot meet (the next holder takes the lock once the lapsed one's time has run out,
+after the file it read was written). ``put`` returns the version of the file it wrote (its descriptor's, not
+the name's, which another writer may have replaced already), and ``read_versioned`` the version of the file
+it read.
 """
 
 from __future__ import annotations
@@ -172,6 +183,19 @@ class PosixStorage:
                 f.seek(position)
             return f.read() if length is None else f.read(length)
 
+    def read_versioned(self, path: str) -> tuple[bytes, str] | None:
+        """The whole file and the version of the very file read: its descriptor's, so a rename over the name
+        cannot pair the content with another file's version. The version is taken before the read, so a write in
+        place meanwhile leaves it behind the content, and a conditional ``put`` on it fails rather than pass over
+        a change it did not read. None when the file does not exist."""
+        try:
+            f = open(path, "rb", buffering=0)
+        except FileNotFoundError:
+            return None
+        with f:
+            version = _version(os.fstat(f.fileno()))
+            return f.read(), version
+
     def read_into(self, path: str, position: int, buffer: memoryview) -> int:
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -204,26 +228,26 @@ class PosixStorage:
         tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+                if mode is PutMode.CREATE:
+                    self._create(tmp, path)
+                elif expected_version is not None:
+                    self._replace_if(tmp, path, expected_version)
+                else:
+                    os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+            _fsync_path(directory)
+            # The file written, now under the name: stat(path) could see a file another writer renamed over it
+            # since, and a version of that file would let the caller's next conditional write replace it.
+            return _stat_of(os.fstat(fd))
         finally:
             os.close(fd)
-        try:
-            if mode is PutMode.CREATE:
-                self._create(tmp, path)
-            elif expected_version is not None:
-                self._replace_if(tmp, path, expected_version)
-            else:
-                os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        _fsync_path(directory)
-        stat = self.stat(path)
-        assert stat is not None
-        return stat
 
     @staticmethod
     def _create(tmp: str, path: str) -> None:
@@ -235,7 +259,7 @@ class PosixStorage:
     @staticmethod
     def _replace_if(tmp: str, path: str, expected_version: str) -> None:
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDWR)  # for writing: NFS grants an exclusive flock on no other descriptor
         except FileNotFoundError:
             raise StorageConflictError(f"{path} does not exist; expected version {expected_version}") from None
         try:

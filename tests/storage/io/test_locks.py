@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pysparklog.errors import PySparkLogError
+from pysparklog.errors import InvalidConfigError, PySparkLogError
 from pysparklog.storage.io import Storage, StorageLock, read_if_exists
 from pysparklog.storage.io import object_store as object_store_module
 from pysparklog.storage.io.object_store import LEASE_MS, ObjectLease, ObjectStorage
@@ -176,3 +176,33 @@ def test_a_lease_is_renewed_while_held(s3: ObjectStorage) -> None:
             assert record is None, "still held"
         renewed = s3.stat(path)
         assert first is not None and renewed is not None and renewed.version != first.version
+
+
+def _lease_of(storage: Storage) -> ObjectLease:
+    lease = storage.lock(storage.join(".lock"))
+    assert isinstance(lease, ObjectLease)
+    return lease
+
+
+def test_the_lease_lasts_what_the_environment_says_when_the_store_is_made(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path / "logs")
+    monkeypatch.delenv(object_store_module.LEASE_MS_VARIABLE, raising=False)
+    assert _lease_of(BACKENDS["s3"](root)).lease_ms == LEASE_MS
+    monkeypatch.setenv(object_store_module.LEASE_MS_VARIABLE, " 1500 ")
+    storage = BACKENDS["s3"](root)
+    lease = _lease_of(storage)
+    assert lease.lease_ms == 1500
+    with lease.exclusive():
+        expires_ms = json.loads(storage.read(storage.join(".lock")))["expires_ms"]
+        assert expires_ms <= int(time.time() * 1000) + 1500
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "99", "-1"])
+def test_a_lease_length_not_accepted_fails_when_the_store_is_made(
+    value: str, s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(object_store_module.LEASE_MS_VARIABLE, value)
+    with pytest.raises(InvalidConfigError, match=rf"PYSPARKLOG_LEASE_MS='{value}' is invalid; accepted: an integer"):
+        BACKENDS["s3"](str(tmp_path / "logs"))

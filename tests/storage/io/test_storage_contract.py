@@ -64,6 +64,15 @@ def test_the_version_changes_with_every_write(storage: Storage) -> None:
     assert second.version != first.version
 
 
+def test_read_versioned_pairs_the_content_with_its_version(storage: Storage) -> None:
+    path = storage.join("state.json")
+    assert storage.read_versioned(path) is None
+    first = storage.put(path, b"one")
+    assert storage.read_versioned(path) == (b"one", first.version)
+    second = storage.put(path, b"two", expected_version=first.version)
+    assert storage.read_versioned(path) == (b"two", second.version)
+
+
 def test_create_only_loses_to_an_existing_file_and_keeps_it(storage: Storage) -> None:
     path = storage.join("00000000000000000007.commit")
     storage.put(path, b"mine", mode=PutMode.CREATE)
@@ -153,6 +162,29 @@ def _hold_exclusive(path: str, release_after: float) -> None:
         record.write(b"held")
         time.sleep(release_after)
     lock.close()
+
+
+def test_a_file_put_returns_the_version_of_what_it_wrote_though_another_replaced_it_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer's next conditional write goes by the version its put returned: had that been the version of a file
+    another writer renamed over the name in between, the next write would replace that file unseen. (An object
+    store's put returns the version the store gave that very write.)"""
+    storage = PosixStorage(tmp_path)
+    path = storage.join("state.json")
+    mine = storage.put(path, b"mine", mode=PutMode.CREATE)
+    rename = os.replace
+
+    def then_another_writes(source: str, target: str) -> None:
+        rename(source, target)
+        monkeypatch.setattr(os, "replace", rename)
+        storage.put(path, b"theirs, written meanwhile")
+
+    monkeypatch.setattr(os, "replace", then_another_writes)
+    written = storage.put(path, b"mine again", expected_version=mine.version)
+    assert storage.read(path) == b"theirs, written meanwhile"
+    with pytest.raises(StorageConflictError, match="changed"):
+        storage.put(path, b"over theirs", expected_version=written.version)
 
 
 def test_a_lock_excludes_another_process_and_holds_its_record(tmp_path: Path) -> None:
