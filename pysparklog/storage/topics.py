@@ -132,8 +132,10 @@ OBJECT_STORE_CONFIG_MAX_AGE_S = 5.0
 _changes: dict[str, int] = {}
 #: Per log directory on an object store, the metadata this process read last: (when, ``_changes`` then, metadata).
 _recent_metadata: dict[str, tuple[float, int, _Metadata]] = {}
+_recent_metadata_lock = threading.Lock()
 #: Per (log directory, topic) on an object store, the configs this process read last (``TopicConfigProvider``).
 _recent_configs: dict[tuple[str, str], _Cached] = {}
+_recent_configs_lock = threading.Lock()
 #: The partition directories on object stores this process found whole, (log directory, topic, id, partition).
 _whole_partition_dirs: set[tuple[str, str, str, int]] = set()
 
@@ -760,15 +762,20 @@ class TopicStore:
         configs."""
         if self.storage.in_place_writes:
             return self._read()
-        now = time.monotonic()
-        changes = _changes.get(self.log_dir, 0)
-        recent = _recent_metadata.get(self.log_dir)
-        young = recent is not None and now - recent[0] < OBJECT_STORE_CONFIG_MAX_AGE_S
-        if not fresh and recent is not None and young and recent[1] == changes:
-            return recent[2]
-        metadata = self._read()
-        _recent_metadata[self.log_dir] = (now, changes, metadata)
-        return metadata
+        asked = time.monotonic()
+        with _recent_metadata_lock:  # a driver opens many partitions at once: one of its threads reads for all
+            changes = _changes.get(self.log_dir, 0)
+            recent = _recent_metadata.get(self.log_dir)
+            if (
+                recent is not None
+                and recent[1] == changes
+                and (asked <= recent[0] if fresh else time.monotonic() - recent[0] < OBJECT_STORE_CONFIG_MAX_AGE_S)
+            ):
+                return recent[2]
+            read_at = time.monotonic()
+            metadata = self._read()
+            _recent_metadata[self.log_dir] = (read_at, changes, metadata)
+            return metadata
 
     def recent_partition_counts(self) -> dict[str, int]:
         """The partition count of every topic with an entry in the metadata, on an object store as this process read
@@ -859,9 +866,14 @@ class TopicConfigProvider:
             UnknownTopicError: The topic was deleted since this provider last saw it.
             InvalidConfigError: ``server.properties`` holds a value Kafka refuses.
         """
-        cached = self._cached
-        if self._max_age_s is None or cached is None or cached.changes != _changes.get(self._store.log_dir, 0):
+        if self._max_age_s is None:
             return self._read().config
+        cached = self._cached
+        if cached is None or cached.changes != _changes.get(self._store.log_dir, 0):
+            with _recent_configs_lock:  # a driver opens many partitions at once: one of its threads reads for all
+                cached = self._cached
+                if cached is None or cached.changes != _changes.get(self._store.log_dir, 0):
+                    return self._read().config
         error, self._refresh_error = self._refresh_error, None
         if error is not None:
             raise error

@@ -1,0 +1,79 @@
+"""Requests a Spark query makes of a log directory on an object store, counted at the server (``counted_s3``): an
+idle trigger of a stream, a batch read of an unchanged topic, and a one-record micro-batch of an exactly-once stream
+copy, at 4 and 64 partitions. On a real store each request is a round trip of 10-30 ms and a line on the bill.
+
+The budgets are today's figures (docs/object-storage.md, "Cost at steady state"), so that a change adding a request
+per trigger or per partition fails here; the figures the design of one chain per topic is to reach ("Next: one
+chain per topic") are lower, and independent of the partition count.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from pysparklog.producer import Producer, ProducerConfig
+from pysparklog.storage.io import storage_for
+from pysparklog.storage.log_dir import LogDirectory
+from tests.conftest import CountedS3
+from tests.spark.conftest import BatchCollector, start, stream
+
+pytestmark = [pytest.mark.spark]
+
+PARTITION_COUNTS = (4, 64)
+
+
+def _topic(counted_s3: CountedS3, topic: str, partitions: int, records: int) -> LogDirectory:
+    logs = LogDirectory(storage_for(counted_s3.root, counted_s3.storage_options))
+    logs.topics.create(topic, partitions=partitions)
+    with Producer(logs, ProducerConfig(linger_ms=5)) as producer:
+        for i in range(records):
+            producer.send(topic, value=f"v{i}".encode(), partition=i % partitions)
+    return logs
+
+
+@pytest.mark.parametrize("partitions", PARTITION_COUNTS)
+def test_a_batch_read_of_an_unchanged_topic_asks_at_most_four_requests_per_partition(
+    spark: SparkSession, counted_s3: CountedS3, partitions: int
+) -> None:
+    _topic(counted_s3, "t", partitions, 2 * partitions)
+    read = spark.read.format("pysparklog").options(**counted_s3.spark_options).option("subscribe", "t")
+    assert read.load(counted_s3.root).count() == 2 * partitions  # builds this host's replicas
+    proxy = counted_s3.proxy
+    before = proxy.mark()
+    assert read.load(counted_s3.root).count() == 2 * partitions
+    assert proxy.count(since=before, method="PUT") == 0, proxy.summary(since=before)
+    # Per partition: the driver's look at its end (a HEAD) and at its start (a probe); and, in a Python worker new to
+    # the log directory, a look at its partition.metadata and the topic's configs.
+    assert proxy.count(since=before) <= 4 * partitions + 10, proxy.summary(since=before)
+
+
+@pytest.mark.parametrize("partitions", PARTITION_COUNTS)
+def test_an_idle_trigger_probes_each_partition_once(
+    spark: SparkSession, counted_s3: CountedS3, partitions: int, tmp_path: Path, queries: list[StreamingQuery]
+) -> None:
+    _topic(counted_s3, "t", partitions, partitions)
+    reader = stream(spark, counted_s3.root, subscribe="t", startingOffsets="earliest").options(
+        **counted_s3.spark_options
+    )
+    query = start(queries, reader.load(), tmp_path / "ckpt", sink := BatchCollector(), processingTime="1 second")
+    deadline = time.monotonic() + 120
+    while not sink.batches and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sink.batches, "the first micro-batch ran"
+    time.sleep(1.5)  # past the first idle trigger, whose planning follows the micro-batch's commit
+    proxy = counted_s3.proxy
+    before = proxy.mark()
+    time.sleep(6)
+    requests = proxy.requests(since=before)
+    query.stop()
+    triggers = len([r for r in requests if "/t-0/commits/" in r.path])  # one probe each
+    assert triggers >= 3, f"the stream kept triggering: {proxy.summary(since=before)}"
+    assert len(sink.batches) == 1, "nothing new: no micro-batch after the first"
+    assert not [r for r in requests if r.method == "PUT"], proxy.summary(since=before)
+    # One probe per partition per trigger, and the topics' metadata read again in the background every 5 s.
+    assert len(requests) <= partitions * triggers + 4, proxy.summary(since=before)
