@@ -216,7 +216,7 @@ def _batch_reads(spark: SparkSession, store: _Store, printer: _Printer) -> list[
     replicas), at each of the store's partition counts."""
     rows = []
     for partitions in store.partitions:
-        url, topic = store.log_dir(f"reads-{partitions}", measured=False), "read"
+        url, topic = store.log_dir(f"reads{partitions}", measured=False), "read"
         records = partitions * RECORDS_PER_PARTITION
         write_topic(LogDirectory(url), topic, records_table(records), partitions)
         spark.read.format("pysparklog").option("subscribe", topic).load(url).count()
@@ -338,7 +338,7 @@ def _copies(spark: SparkSession, store: _Store, scratch: str, printer: _Printer)
     by this process straight to the store: none of their requests is counted."""
     rows = []
     for partitions in store.partitions:
-        url = store.log_dir(f"copies-{partitions}", measured=False)
+        url = store.log_dir(f"copies{partitions}", measured=False)
         producer = Producer(url, ProducerConfig(linger_ms=0))
         query = _copy_query(spark, url, partitions, os.path.join(scratch, f"copy-{store.round_trip_ms:g}-{partitions}"))
         try:
