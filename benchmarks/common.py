@@ -84,27 +84,37 @@ def use_cores(cores: int) -> None:
     os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[-cores:])
 
 
-def run_in_child(module: str) -> list[Result]:
-    """The rows of a part measured by ``python -m <module>`` in a child process (``child_main``): a fresh
-    process, so a JVM of its own and the cores the part asks for, whatever an earlier part started or
+def run_in_child(module: str, *arguments: str) -> list[Result]:
+    """The rows of a part measured by ``python -m <module> [arguments]`` in a child process (``child_main``): a
+    fresh process, so a JVM of its own and the cores the part asks for, whatever an earlier part started or
     pinned here."""
     with tempfile.TemporaryDirectory(prefix="pysparklog-bench-") as scratch:
         out = os.path.join(scratch, "results.json")
-        subprocess.run([sys.executable, "-m", module, _CHILD, out], check=True, cwd=REPO)
+        subprocess.run([sys.executable, "-m", module, *arguments, _CHILD, out], check=True, cwd=REPO)
         with open(out, encoding="utf-8") as f:
             return [Result(**row) for row in json.load(f)]
 
 
+def _in_child() -> bool:
+    return len(sys.argv) >= 3 and sys.argv[-2] == _CHILD
+
+
+def child_arguments() -> list[str]:
+    """The part's own command-line arguments, in the child ``run_in_child`` starts as when run directly."""
+    return sys.argv[1:-2] if _in_child() else sys.argv[1:]
+
+
 def child_main(module: str, cores: int, measure: Callable[[], list[Result]]) -> None:
     """``main`` of a part measured in a child process: in the child ``run_in_child`` starts, ``measure`` on
-    ``cores`` cores, its rows written for the parent; run directly, the part's table, from such a child."""
-    if len(sys.argv) == 3 and sys.argv[1] == _CHILD:
+    ``cores`` cores, its rows written for the parent; run directly, the part's table, from such a child given
+    the same arguments (``child_arguments``)."""
+    if _in_child():
         use_cores(cores)
         results = measure()
-        with open(sys.argv[2], "w", encoding="utf-8") as f:
+        with open(sys.argv[-1], "w", encoding="utf-8") as f:
             json.dump([asdict(r) for r in results], f)
         return
-    print(markdown(run_in_child(module)))
+    print(markdown(run_in_child(module, *sys.argv[1:])))
 
 
 def measure(fn: Callable[[], object], repeats: int, *, warmup: int = 1) -> Timing:

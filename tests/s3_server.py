@@ -117,6 +117,8 @@ def fault_proxy(target: str, log: Path, *, seed: int, fault_rate: float) -> Iter
 
 
 _NUMBER = re.compile(r"\d{20}")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_PARTITION = re.compile(r"-\d+(?=/)")  # a topic-partition directory's number
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +146,8 @@ class Request:
     def kind(self) -> str:
         """What the request was on, comparable between runs: its key; on the bucket itself ``list <prefix>`` for a
         listing and ``?<parameters>`` otherwise (``?delete``: a bulk delete, whose keys are in its body); with the
-        20-digit numbers of commit and segment names as ``<n>`` (topic-partition directories are kept)."""
+        20-digit numbers of commit and segment names as ``<n>`` and UUIDs (a sink's or a writer's) as ``<id>``.
+        Topic-partition directories are kept."""
         target = self.key
         if not target:
             parameters = parse_qs(self.query, keep_blank_values=True)
@@ -152,7 +155,12 @@ class Request:
                 target = "list " + parameters.get("prefix", [""])[0]
             elif parameters:
                 target = "?" + "&".join(sorted(parameters))
-        return _NUMBER.sub("<n>", target)
+        return _UUID.sub("<id>", _NUMBER.sub("<n>", target))
+
+    @property
+    def partitionless_kind(self) -> str:
+        """``kind`` with the partition of a topic-partition directory as ``<p>``: one kind for every partition."""
+        return _PARTITION.sub("-<p>", self.kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,9 +222,9 @@ def select(requests: Iterable[Request], method: str | None = None, path_contains
     ]
 
 
-def summarise(requests: Iterable[Request]) -> str:
-    """Requests counted by method, then by method and kind (``Request.kind``) with their statuses, most first:
-    which requests a piece of work made, in a few lines.
+def summarise(requests: Iterable[Request], *, by_partition: bool = True) -> str:
+    """Requests counted by method, then by method and kind (``Request.kind``, or ``Request.partitionless_kind``
+    unless ``by_partition``) with their statuses, most first: which requests a piece of work made, in a few lines.
 
     For example::
 
@@ -227,7 +235,7 @@ def summarise(requests: Iterable[Request]) -> str:
     """
     requests = list(requests)
     methods = Counter(r.method for r in requests)
-    kinds = Counter((r.method, r.kind, r.status) for r in requests)
+    kinds = Counter((r.method, r.kind if by_partition else r.partitionless_kind, r.status) for r in requests)
     lines = [f"{len(requests)} requests: " + ", ".join(f"{n} {m}" for m, n in sorted(methods.items()))]
     for (method, kind, status), n in sorted(kinds.items(), key=lambda item: (-item[1], item[0][:2], str(item[0][2]))):
         lines.append(f"  {n} {method:<4} {kind} [{status}]")

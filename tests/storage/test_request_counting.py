@@ -125,3 +125,20 @@ def test_a_failed_write_is_recorded_with_the_status_its_client_got(s3_endpoint: 
         f"fault {kind}" for kind in FAULTS
     }, "every kind of fault, each logged"
     assert set(seen) == {503, 500, None}
+
+
+def test_a_kind_elides_numbers_and_ids_and_can_elide_partitions() -> None:
+    commits = [Request("PUT", f"/{BUCKET}/root/t-{p}/{p:020d}.commit", "", 200) for p in (0, 12)]
+    assert [r.kind for r in commits] == ["root/t-0/<n>.commit", "root/t-12/<n>.commit"]
+    assert {r.partitionless_kind for r in commits} == {"root/t-<p>/<n>.commit"}
+    sink = Request(
+        "GET", f"/{BUCKET}/root/pysparklog-sink.pysparklog-sink-c49801d2-da63-4046-a832-581518c4df44.json", "", 200
+    )
+    assert sink.kind == "root/pysparklog-sink.pysparklog-sink-<id>.json"
+    listing = Request("GET", f"/{BUCKET}", "delimiter=%2F&list-type=2&prefix=root%2Ft-3%2F", 200)
+    assert (listing.kind, listing.partitionless_kind) == ("list root/t-3/", "list root/t-<p>/")
+    assert summarise([*commits, listing], by_partition=False).splitlines() == [
+        "3 requests: 1 GET, 2 PUT",
+        "  2 PUT  root/t-<p>/<n>.commit [200]",
+        "  1 GET  list root/t-<p>/ [200]",
+    ]
