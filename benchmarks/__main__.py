@@ -18,6 +18,7 @@ from benchmarks import (
     bench_retention,
     bench_sink,
     bench_source,
+    bench_store_costs,
     bench_store_latency,
 )
 from benchmarks.common import RECORDS, markdown, pin_to_one_core, records_table
@@ -38,6 +39,7 @@ def main() -> int:
         + bench_sink.run()
         + bench_object_store.run()
         + bench_store_latency.run()
+        + bench_store_costs.run()
         + bench_cold_start.run(table)
     )
     print(
