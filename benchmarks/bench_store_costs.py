@@ -10,7 +10,8 @@ batching and Spark's triggers depend on it).
 - **Exactly-once copy**: the same producer and, reading its topic, a stream copy (``select key, value``) into
   a topic of as many partitions with the exactly-once sink, ``Trigger.ProcessingTime("1 second")``, for
   ``SECONDS``; the copy's requests are the window's less the producer's alone (the first workload's rate).
-- **Idle stream**: the same copy with nothing new, for ``SECONDS``.
+- **Idle stream**: the same copy once two triggers in a row found nothing new, for ``SECONDS``: requests per
+  second and per trigger (Spark reports every trigger's progress here, an idle one too).
 
 Each is shown as requests per second by method and dollars a month (30 days): PUT, POST and LIST at $0.005
 per 1,000, GET and HEAD at $0.0004 per 1,000, DELETE free (S3 Standard's list prices). The replicas of every
@@ -135,6 +136,15 @@ def _wait_for_progress(query: StreamingQuery, batches: int) -> None:
         time.sleep(0.2)
 
 
+def _wait_until_idle(query: StreamingQuery) -> None:
+    """Wait until two triggers in a row found nothing new: the copy has caught up with the producer."""
+    deadline = time.monotonic() + _WAIT_SECONDS
+    while [p["numInputRows"] for p in query.recentProgress[-2:]] != [0, 0]:
+        if query.exception() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the copy did not catch up: {query.exception()}")
+        time.sleep(0.2)
+
+
 def _measure() -> list[Result]:
     work = tempfile.mkdtemp(prefix="pysparklog-bench-costs-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     saved = {key: os.environ.get(key) for key in (CACHE_DIR_VARIABLE, "AWS_ENDPOINT_URL")}
@@ -146,7 +156,9 @@ def _measure() -> list[Result]:
             logs = LogDirectory(storage_for(url, {"aws_endpoint": proxy.endpoint}))
             logs.topics.create("in", PARTITIONS)
             logs.topics.create("out", PARTITIONS)
-            spark = local_spark("pysparklog-bench-costs", 2)
+            # Progress at every trigger, an idle one too, so that the idle window's triggers can be counted.
+            no_data_progress = {"spark.sql.streaming.noDataProgressEventInterval": "0"}
+            spark = local_spark("pysparklog-bench-costs", 2, conf=no_data_progress)
             try:
                 with _producing(url, "in"):
                     time.sleep(2)  # the producer's first appends find each partition's end
@@ -154,9 +166,10 @@ def _measure() -> list[Result]:
                     query = _copy(spark, url, os.path.join(work, "checkpoint"))
                     _wait_for_progress(query, 2)
                     copying = _window(proxy)
-                _wait_for_progress(query, sum(1 for p in query.recentProgress if p["numInputRows"]) + 1)
-                time.sleep(3)  # the last records copied: what follows is idle
+                _wait_until_idle(query)
+                triggers = len(query.recentProgress)
                 idle = _window(proxy)
+                idle_triggers = len(query.recentProgress) - triggers
                 query.stop()
             finally:
                 spark.stop()
@@ -179,7 +192,8 @@ def _measure() -> list[Result]:
         Result(f"store costs: the same copied by an exactly-once stream, {TRIGGER} trigger", _figure(+copy_rates)),
         Result(
             f"store costs: an idle stream of the {PARTITIONS}-partition topic, {TRIGGER} trigger",
-            _figure(_rates(*idle)),
+            f"{_figure(_rates(*idle))}; {len(idle[0]) / max(idle_triggers, 1):.0f} requests per trigger "
+            f"({idle_triggers} triggers)",
         ),
     ]
 
