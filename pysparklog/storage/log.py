@@ -20,7 +20,8 @@ Kafka's recovery does and truncates at the first invalid batch. A boot id other 
 means the machine restarted, so data not yet fsynced may be lost: the writer then runs Kafka's full
 recovery from the recovery point.
 
-Every byte is reached through the log directory's :class:`~pysparklog.storage.io.Storage`.
+Every byte is reached through the log directory's :class:`~pysparklog.storage.io.FileSystemStorage`: segments,
+indexes and the state record change in place, which only a filesystem offers.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from pysparklog.storage import checkpoints
 from pysparklog.storage.active_segment import ActiveSegment
 from pysparklog.storage.config import INT_MAX, LogConfig
 from pysparklog.storage.index import TransactionIndex
-from pysparklog.storage.io import LockedRecord, Storage, storage_for
+from pysparklog.storage.io import FileSystemStorage, LockedRecord, file_system_for
 from pysparklog.storage.loader import LogLoader
 from pysparklog.storage.log_dir_checkpoints import LogDirCheckpoints
 from pysparklog.storage.log_reads import (
@@ -113,10 +114,10 @@ class PartitionLog:
         config: Segment, index and flush settings.
         checkpoint_dir: The log directory holding ``recovery-point-offset-checkpoint`` and
             ``log-start-offset-checkpoint`` (default: the parent of ``directory``).
-        storage: The log directory's storage (default: the filesystem).
+        storage: The log directory's storage, a filesystem (default: the one holding ``checkpoint_dir``).
 
     Raises:
-        InvalidLogDirectoryError: ``directory`` is not named ``<topic>-<partition>``.
+        InvalidLogDirectoryError: ``directory`` is not named ``<topic>-<partition>``, or is on an object store.
     """
 
     def __init__(
@@ -125,14 +126,14 @@ class PartitionLog:
         config: ConfigSource | None = None,
         *,
         checkpoint_dir: str | None = None,
-        storage: Storage | None = None,
+        storage: FileSystemStorage | None = None,
     ) -> None:
         if storage is None:
             directory = os.path.abspath(directory)
         self.directory = directory.rstrip("/")
         self.topic, self.partition = parse_partition_dir(self.directory)
         self.checkpoint_dir = checkpoint_dir or self.directory.rpartition("/")[0]
-        self.storage = storage if storage is not None else storage_for(self.checkpoint_dir)
+        self.storage = storage if storage is not None else file_system_for(self.checkpoint_dir)
         self._config_source: ConfigSource = config or LogConfig()
         self._lock = self.storage.lock(f"{self.directory}/{STATE_FILE}")
         self._segments = LogSegments(self.storage, self.directory)

@@ -50,7 +50,7 @@ from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLog
 from pysparklog.storage import checkpoints
 from pysparklog.storage.commit_log import Commit, CommitLog
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.io import LockedRecord, Storage, read_if_exists
+from pysparklog.storage.io import FileSystemStorage, LockedRecord, Storage, read_if_exists
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_state import LogView
 from pysparklog.storage.log_writer import AppendInfo
@@ -686,7 +686,7 @@ def _applied(record: LockedRecord) -> tuple[int, int]:
     return int(applied), int(end)
 
 
-def _copy(source: Storage, path: str, target: Storage, target_path: str, suffix: str) -> None:
+def _copy(source: Storage, path: str, target: FileSystemStorage, target_path: str, suffix: str) -> None:
     """Copy one sealed file down, a ``.log`` a chunk at a time; a ``.txnindex`` or ``.snapshot`` may be absent.
 
     Raises:

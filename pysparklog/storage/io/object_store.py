@@ -1,8 +1,8 @@
 """The object-store backend of the storage seam: ``s3://`` (any S3-compatible store), ``gs://``,
 ``az://`` / ``abfss://``, through obstore (the Python binding of the Rust ``object_store`` crate).
 
-Objects are written whole and never changed: there are no in-place writes or appends here
-(``in_place_writes = False``), and the engine keeps its commit protocol on ``put`` alone
+Objects are written whole and never changed: there are no in-place writes, appends or renames here (it
+is a ``Storage``, not a ``FileSystemStorage``), and the engine keeps its commit protocol on ``put`` alone
 (docs/object-storage.md). The two conditional writes are the store's own: create-if-absent
 (``If-None-Match: *``, GCS ``ifGenerationMatch=0``) and replace-if-version (``If-Match: <etag>``, GCS
 generations), so exactly one of any number of writers on any number of hosts wins a name or a version.
@@ -109,8 +109,6 @@ class ObjectStorage:
         InvalidLogDirectoryError: obstore cannot make a store of the URL or the options.
         InvalidConfigError: ``$PYSPARKLOG_LEASE_MS`` is set to a value not accepted.
     """
-
-    in_place_writes = False
 
     def __init__(self, url: str, options: Mapping[str, str] | None = None) -> None:
         self.root = url.rstrip("/")
@@ -234,10 +232,6 @@ class ObjectStorage:
         now_ms = int(time.time() * 1000)
         return FileStat(len(data), now_ms, now_ms, _version(result["e_tag"], result["version"]))
 
-    def rename(self, source: str, target: str) -> None:
-        """Copy, then delete: not atomic on an object store (the engine does not rely on it there)."""
-        obstore.rename(self._store, self._key(source), self._key(target))
-
     def delete(self, path: str) -> bool:
         if self.stat(path) is None:
             return False
@@ -260,27 +254,10 @@ class ObjectStorage:
         if keys:
             obstore.delete(self._store, keys)
 
-    # -- in-place writes: none here ---------------------------------------------------------------
+    def remove_interrupted_puts(self, path: str) -> None:
+        """Nothing: an interrupted ``put`` of an object leaves no object behind."""
 
-    def _no_in_place_writes(self, what: str) -> NoReturn:
-        raise NotImplementedError(
-            f"{what} on {self.root}: objects cannot change in place on an object store (in_place_writes is False)"
-        )
-
-    def write_at(self, path: str, position: int, data: bytes | memoryview) -> None:
-        self._no_in_place_writes("write_at")
-
-    def append(self, path: str, data: bytes | memoryview) -> None:
-        self._no_in_place_writes("append")
-
-    def truncate(self, path: str, size: int) -> None:
-        self._no_in_place_writes("truncate")
-
-    def sync(self, path: str) -> None:
-        """Nothing to do: a ``put`` is durable when it returns."""
-
-    def set_modified(self, path: str, modified_ms: int) -> None:
-        self._no_in_place_writes("set_modified")
+    # -- exclusion ------------------------------------------------------------------------------
 
     def lock(self, path: str) -> ObjectLease:
         """A lease whose object is ``path`` (``ObjectLease``), lasting ``lease_ms``."""
