@@ -8,7 +8,7 @@ from pysparklog.errors import InvalidLogDirectoryError, TransactionInProgressErr
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import FileSystemStorage, Storage, storage_for
 from pysparklog.storage.log import PartitionLog
-from pysparklog.storage.object_log import ObjectPartitionLog
+from pysparklog.storage.objects.log import ObjectPartitionLog
 from pysparklog.storage.topics import (
     Progress,
     TopicMetadata,
@@ -68,7 +68,7 @@ class LogDirectory:
                 checkpoint_dir=self.path,
                 storage=self.storage,
             )
-        return ObjectPartitionLog(  # an object store: the log is its commits (object_log)
+        return ObjectPartitionLog(  # an object store: the log is its commits (storage.objects.log)
             self.storage,
             topic,
             partition,

@@ -31,7 +31,7 @@ directories are moved into a broker's log directory (``set_topic_id``): a KRaft 
 (``LogManager.isStrayKraftReplica``). The id is written into the metadata first (the commit point), then into each
 partition's ``partition.metadata``; a crash in between leaves partitions with the old id, which running it again
 rewrites. On an object store an id is never set: it names the local replicas of the topic's partitions on every host
-that read them (``object_log``), and only an id made for each topic keeps a replica of another log from being taken
+that read them (``objects.log``), and only an id made for each topic keeps a replica of another log from being taken
 for this one.
 
 Deleting a topic replaces its entry by a tombstone under ``deleting`` (the commit point), renames each partition

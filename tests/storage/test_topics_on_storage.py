@@ -99,7 +99,7 @@ def test_a_deletion_a_crash_interrupted_is_finished_by_the_next_listing(storage:
 
 
 def test_a_topic_id_is_set_on_a_filesystem_and_refused_on_an_object_store(storage: Storage) -> None:
-    """On an object store a topic's id names the local replicas of its partitions (``object_log``): an id chosen
+    """On an object store a topic's id names the local replicas of its partitions (``objects.log``): an id chosen
     again could name a replica of another log, so it is never set there, and a broker could not load the partitions
     anyway."""
     logs = LogDirectory(storage)

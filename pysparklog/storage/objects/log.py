@@ -48,15 +48,15 @@ import pyarrow as pa
 
 from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError, StorageConflictError
 from pysparklog.storage import checkpoints
-from pysparklog.storage.commit_log import Commit, CommitLog
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import FileSystemStorage, LockedRecord, Storage, read_if_exists
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_state import LogView
 from pysparklog.storage.log_writer import AppendInfo
+from pysparklog.storage.objects.commit_log import Commit, CommitLog
+from pysparklog.storage.objects.sealing import SEALED, Manifest, Manifests, SealedSegment
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from pysparklog.storage.records.memory_records import scan, verify_crcs
-from pysparklog.storage.sealing import SEALED, Manifest, Manifests, SealedSegment
 from pysparklog.storage.segment import LOG_SUFFIX, filename_prefix
 from pysparklog.storage.segment_indexes import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from pysparklog.storage.transaction_index import AbortedTxn
