@@ -8,6 +8,7 @@ from pysparklog.errors import InvalidLogDirectoryError, TransactionInProgressErr
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import FileSystemStorage, Storage, storage_for
 from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.objects.log import ObjectPartitionLog
 from pysparklog.storage.topics import (
     Progress,
@@ -46,7 +47,7 @@ class LogDirectory:
         """The topics: create, list, alter and delete them, and their configs."""
         return self._topics
 
-    def partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+    def partition(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of one partition; its directory is created on the first append.
 
         Its settings are the topic's configs in force (its overrides, then ``server.properties``, then this

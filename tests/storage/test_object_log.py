@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pysparklog import BatchSettings, LogConfig, LogDirectory, PartitionLog
+from pysparklog import BatchSettings, LogConfig, LogDirectory
 from pysparklog.errors import CorruptRecordError, InvalidOffsetError, OutOfOrderSequenceError
 from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.io import PutMode, Storage
@@ -74,8 +74,8 @@ def test_the_log_end_offset_is_known_without_following_the_commits(remote: Objec
         writer.append_arrow(keyed_table(4, start=4 * i))
     writer.raise_log_start_offset(2)
     assert planner.log_end_offset == 12
-    assert PartitionLog.view(planner).log_end_offset == 0, "the planner's replica followed nothing"
-    assert planner.log_start_offset == 2 and PartitionLog.view(planner).log_end_offset == 12
+    assert planner.local.view().log_end_offset == 0, "the planner's replica followed nothing"
+    assert planner.log_start_offset == 2 and planner.local.view().log_end_offset == 12
 
 
 def test_log_append_time_is_stamped_once_and_every_replica_keeps_it(remote: ObjectStorage, tmp_path: Path) -> None:
