@@ -23,7 +23,7 @@ Deleted segments are renamed ``*.deleted`` and removed ``file.delete.delay.ms`` 
 that opened them before they were retired can finish.
 
 ``plan_retention`` decides, from a description of the segments alone (so it is tested without
-files); ``run_retention`` applies it to a ``PartitionLog``.
+files); ``run_retention`` applies it to a partition's ``Log``, on a filesystem or an object store.
 """
 
 from __future__ import annotations
