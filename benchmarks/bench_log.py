@@ -24,8 +24,8 @@ from benchmarks.common import (
     records_table,
 )
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.records.arrow_records import BatchSettings, encode_arrow
 
 SEGMENTS = 100
@@ -62,7 +62,7 @@ def segment_bytes_for(table: pa.Table, settings: BatchSettings, segments: int) -
     return low
 
 
-def lookup(log: PartitionLog, offset: int) -> tuple[int, int] | None:
+def lookup(log: Log, offset: int) -> tuple[int, int] | None:
     """(file position, last offset of the entry) of ``offset``, as ``read_arrow`` finds it."""
     view = log.view()
     base = view.segment_bases[max(bisect.bisect_right(view.segment_bases, offset) - 1, 0)]
@@ -70,7 +70,7 @@ def lookup(log: PartitionLog, offset: int) -> tuple[int, int] | None:
     return segment.translate_offset(offset, view.end_of(base, segment))
 
 
-def lookup_latencies(log: PartitionLog, offsets: list[int]) -> np.ndarray:
+def lookup_latencies(log: Log, offsets: list[int]) -> np.ndarray:
     """Microseconds of each lookup."""
     latencies = np.empty(len(offsets))
     for i, offset in enumerate(offsets):
@@ -81,7 +81,7 @@ def lookup_latencies(log: PartitionLog, offsets: list[int]) -> np.ndarray:
     return latencies
 
 
-def read_all(log: PartitionLog) -> int:
+def read_all(log: Log) -> int:
     return sum(batch.num_rows for batch in log.read_arrow())
 
 

@@ -1,4 +1,4 @@
-"""The partition log on an object store (``storage.object_log``), against a real S3-compatible server on
+"""The partition log on an object store (``storage.objects.log``), against a real S3-compatible server on
 loopback (moto's, started here): append latency and throughput with one and four writers, the requests
 each appended MB costs (counted from the server's own request log), and a Spark read of 10 M records from
 the store against the same read from a log directory on local disk.
@@ -57,10 +57,10 @@ from benchmarks.common import (
     records_table,
     run_in_child,
 )
-from pysparklog.storage.commit_log import CommitLog
 from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
-from pysparklog.storage.object_log import CACHE_DIR_VARIABLE, ObjectPartitionLog
+from pysparklog.storage.objects.commit_log import CommitLog
+from pysparklog.storage.objects.log import CACHE_DIR_VARIABLE, ObjectPartitionLog
 from tests.s3_server import s3_server, store_proxy
 
 BUCKET = "pysparklog-bench"

@@ -76,7 +76,7 @@ def _link_segment_files(source: str, target: str) -> None:
 
 
 def open_log(log_dir: str) -> PartitionLog:
-    log = LogDirectory(log_dir, CONFIG).partition(TOPIC, 0)
+    log = LogDirectory(log_dir, CONFIG).partition(TOPIC, 0).local
     log.recover()  # writes the state record, so that the timed passes find a log left by pysparklog
     return log
 
@@ -114,7 +114,7 @@ def run(*, repeats: int = 3) -> list[Result]:
         for i in range(repeats):
             copy = os.path.join(root, f"copy-{i}")
             shutil.copytree(original, copy, copy_function=_link_segment_files)
-            log = LogDirectory(copy, CONFIG).partition(TOPIC, 0)
+            log = LogDirectory(copy, CONFIG).partition(TOPIC, 0).local
             start = time.perf_counter()
             result = run_retention(log, now)  # `now` is in the records' past: no file is old enough to remove
             retire_s.append(time.perf_counter() - start)

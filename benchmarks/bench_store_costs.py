@@ -41,7 +41,7 @@ from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.spark.sink_options import DELIVERY_GUARANTEE, DeliveryGuarantee
 from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
-from pysparklog.storage.object_log import CACHE_DIR_VARIABLE
+from pysparklog.storage.objects.log import CACHE_DIR_VARIABLE
 from tests.s3_server import Request, StoreProxy, s3_server, store_proxy
 
 BUCKET = "pysparklog-bench-costs"

@@ -44,8 +44,8 @@ from pysparklog.errors import (
 from pysparklog.group import GroupCoordinator, JoinRequest, Membership, validate_group_id
 from pysparklog.offsets import OffsetStore, check_long, checked_topic_partition
 from pysparklog.storage.config import INT_MAX
-from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.records.arrow_records import record_schema
 from pysparklog.storage.transaction_index import ISOLATION_LEVELS, READ_UNCOMMITTED, is_read_committed
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
@@ -268,7 +268,7 @@ class Consumer:
         self.log_dir = log_dir if isinstance(log_dir, LogDirectory) else LogDirectory(log_dir)
         self.config = config or ConsumerConfig()
         self._offsets = OffsetStore(self.log_dir)
-        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._logs: dict[TopicPartition, Log] = {}
         self._positions: dict[TopicPartition, int] = {}
         self._fetching: list[TopicPartition] = []  # the partitions poll reads, in turn
         self._next_partition = 0  # where the next poll starts, so no partition starves
@@ -576,7 +576,7 @@ class Consumer:
         self._positions[tp] = int(batch.column("offset")[-1].as_py()) + 1
         return batch
 
-    def _reset_position(self, tp: TopicPartition, log: PartitionLog) -> int:
+    def _reset_position(self, tp: TopicPartition, log: Log) -> int:
         reset = self.config.auto_offset_reset
         if reset is AutoOffsetReset.NONE:
             position = self._positions.get(tp)
@@ -590,11 +590,11 @@ class Consumer:
             )
         return log.log_start_offset if reset is AutoOffsetReset.EARLIEST else self._fetch_end(log)
 
-    def _fetch_end(self, log: PartitionLog) -> int:
+    def _fetch_end(self, log: Log) -> int:
         """How far this consumer may read: the log end, or with read_committed the last stable offset."""
         return log.last_stable_offset if is_read_committed(self.config.isolation_level) else log.log_end_offset
 
-    def _log(self, tp: TopicPartition) -> PartitionLog:
+    def _log(self, tp: TopicPartition) -> Log:
         log = self._logs.get(tp)
         if log is None:
             topic = self.log_dir.topics.get(tp.topic)  # UnknownTopicError for a missing topic

@@ -84,8 +84,8 @@ from pysparklog.group import (
 )
 from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.config import INT_MAX, LONG_MAX
-from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.records.arrow_records import BatchSettings
 from pysparklog.storage.records.default_records import RECORD_BATCH_OVERHEAD
 from pysparklog.storage.topic_config import ConfigKey, ConfigType, ServerProperties, normalize_overrides
@@ -543,7 +543,7 @@ class OffsetStore:
             ) from None
         self._partition_count: int | None = None  # known once the topic exists
         self._topic_ready = False
-        self._logs: dict[int, PartitionLog] = {}
+        self._logs: dict[int, Log] = {}
         self._partitions: dict[int, _Partition] = {}
         self._mutex = threading.RLock()
 
@@ -604,7 +604,7 @@ class OffsetStore:
         self._partition_count = count
         self._topic_ready = True
 
-    def _log(self, partition: int) -> PartitionLog:
+    def _log(self, partition: int) -> Log:
         log = self._logs.get(partition)
         if log is None:
             log = self._logs[partition] = self._log_dir.partition(OFFSETS_TOPIC, partition)
@@ -726,7 +726,7 @@ class OffsetStore:
             info = log.append_arrow(records, settings)
             self._maybe_compact(log, info.first_offset)
 
-    def _maybe_compact(self, log: PartitionLog, first_offset: int) -> None:
+    def _maybe_compact(self, log: Log, first_offset: int) -> None:
         """Run the log cleaner on the partition if the append starting at ``first_offset`` rolled its segment: the
         one moment new records become cleanable, when a broker's cleaner thread would pick the partition up."""
         bases = log.view().segment_bases
@@ -958,16 +958,14 @@ def _check_exists(log_dir: LogDirectory, tp: TopicPartition, counts: dict[str, i
 
 
 @contextmanager
-def _data_logs(
-    log_dir: LogDirectory, partitions: Iterable[TopicPartition]
-) -> Iterator[dict[TopicPartition, PartitionLog]]:
+def _data_logs(log_dir: LogDirectory, partitions: Iterable[TopicPartition]) -> Iterator[dict[TopicPartition, Log]]:
     """The logs of partitions that must exist, closed afterwards.
 
     Raises:
         UnknownTopicError: A partition does not exist.
     """
     counts: dict[str, int] = {}
-    logs: dict[TopicPartition, PartitionLog] = {}
+    logs: dict[TopicPartition, Log] = {}
     try:
         for tp in partitions:
             _check_exists(log_dir, tp, counts)
@@ -996,7 +994,7 @@ def _log_ends(log_dir: LogDirectory, partitions: Iterable[TopicPartition]) -> di
 
 def _reset_offset(
     tp: TopicPartition,
-    log: PartitionLog,
+    log: Log,
     strategy: ResetStrategy,
     committed: CommittedOffset | None,
     warnings: list[str],

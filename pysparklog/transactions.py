@@ -48,8 +48,8 @@ from pysparklog.errors import (
     UnknownTopicError,
 )
 from pysparklog.storage.io import VersionedFile, read_if_exists
-from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.producer_ids import TXN_STATE_PREFIX, allocate_producer_id
 from pysparklog.storage.records.arrow_records import BatchSettings, encode_control_batch
 from pysparklog.storage.records.default_records import ControlRecordType, end_txn_marker
@@ -200,7 +200,7 @@ class TransactionCoordinator:
         self._storage = log_dir.storage
         self._clock = clock or _wall_clock_ms
         # Partitions markers went to, kept open: a log opened anew rebuilds its producer state first.
-        self._partition_logs: dict[TopicPartition, PartitionLog] = {}
+        self._partition_logs: dict[TopicPartition, Log] = {}
 
     def close(self) -> None:
         """Close the partition logs markers were written to."""

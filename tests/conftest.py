@@ -16,7 +16,7 @@ import pytest
 
 from pysparklog import compiled
 from pysparklog.spark.storage_options import STORAGE_PREFIX
-from pysparklog.storage.object_log import CACHE_DIR_VARIABLE
+from pysparklog.storage.objects.log import CACHE_DIR_VARIABLE
 from tests.interop.kafka_tools import (
     DumpLogSegments,
     kafka_classpath,

@@ -16,7 +16,8 @@ from pysparklog import LogDirectory, TopicPartition
 from pysparklog.errors import MetadataChangedError
 from pysparklog.group import GroupCoordinator, JoinRequest, describe_group, list_group_ids
 from pysparklog.spark.sink import SinkCommitLog
-from pysparklog.storage.io.object_store import LEASE_MS_VARIABLE, ObjectStorage
+from pysparklog.storage.io.object_store import ObjectStorage
+from pysparklog.storage.objects.lease import LEASE_MS_VARIABLE
 from pysparklog.transactions import ProducerSession, TransactionCoordinator, TransactionState
 from tests.conftest import BUCKET
 

@@ -42,6 +42,7 @@ from pysparklog.offsets import (
 )
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.topic_config import SERVER_PROPERTIES
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from tests.conftest import REPO, read_all
@@ -115,11 +116,11 @@ def orders(tmp_path: Path) -> LogDirectory:
     return logs
 
 
-def offsets_log(store: OffsetStore, group: str) -> PartitionLog:
+def offsets_log(store: OffsetStore, group: str) -> Log:
     return store.log_dir.partition(OFFSETS_TOPIC, store.partition_for(group))
 
 
-def batches(log: PartitionLog) -> int:
+def batches(log: Log) -> int:
     """Record batches in the log."""
     return sum(len(chunk.entries) for seg in log.segments() for chunk in seg.chunks(0, seg.size()))
 
@@ -300,7 +301,7 @@ def test_reads_are_incremental_and_see_commits_of_other_processes(
     reads: list[int | None] = []
     read_arrow = PartitionLog.read_arrow
 
-    def spy(log: PartitionLog, start: int | None = None, *args: object, **kwargs: object) -> Iterator[pa.RecordBatch]:
+    def spy(log: Log, start: int | None = None, *args: object, **kwargs: object) -> Iterator[pa.RecordBatch]:
         reads.append(start)
         return read_arrow(log, start, *args, **kwargs)  # type: ignore[arg-type]
 
@@ -409,7 +410,7 @@ def _commit_round(store: OffsetStore, topic: str, n: int) -> None:
     store.commit("g", {TopicPartition(topic, p): OffsetAndMetadata(n, "x" * 200) for p in range(1000)})
 
 
-def _until_rolled(store: OffsetStore, log: PartitionLog, topic: str, start: int) -> int:
+def _until_rolled(store: OffsetStore, log: Log, topic: str, start: int) -> int:
     """Commit rounds until one rolls the segment; returns the next round number."""
 
     def active_base() -> int:
@@ -424,7 +425,7 @@ def _until_rolled(store: OffsetStore, log: PartitionLog, topic: str, start: int)
     return n
 
 
-def _cleaned_keys(log: PartitionLog) -> list[tuple[str, TopicPartition] | None]:
+def _cleaned_keys(log: Log) -> list[tuple[str, TopicPartition] | None]:
     """The keys of the records below the active segment, which compaction has cleaned."""
     cleaned = read_all(log, 0, log.segments()[-1].base_offset)
     return [decode_offset_commit_key(key) for key in cleaned.column("key").to_pylist()] if cleaned.num_rows else []

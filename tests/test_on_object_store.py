@@ -12,7 +12,7 @@ import pytest
 
 from pysparklog import Consumer, ConsumerConfig, LogDirectory, OffsetStore, TopicPartition
 from pysparklog.producer import Producer, ProducerConfig
-from pysparklog.storage.object_log import ObjectPartitionLog
+from pysparklog.storage.objects.log import ObjectPartitionLog
 from tests.cli.test_console import cli
 from tests.conftest import BUCKET
 

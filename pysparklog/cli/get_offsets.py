@@ -47,7 +47,7 @@ from pysparklog.cli._common import (
 )
 from pysparklog.errors import PySparkLogError
 from pysparklog.storage.config import INT_MAX
-from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 EARLIEST_LOCAL_TIMESTAMP = -4
@@ -168,7 +168,7 @@ def _rules(args: argparse.Namespace) -> list[_Rule]:
     return [_Rule(topic_filter(args.topic if args.topic is not None else ".*"), _partition_set(args.partitions))]
 
 
-def offset_at(log: PartitionLog, timestamp: int) -> int | None:
+def offset_at(log: Log, timestamp: int) -> int | None:
     """The ListOffsets answer for one partition; None where a broker answers -1."""
     if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
         return None  # nothing is ever tiered

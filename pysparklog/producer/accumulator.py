@@ -25,8 +25,9 @@ from pysparklog.partitioner import Partitioner
 from pysparklog.partitioner import _record_sizes as record_sizes
 from pysparklog.producer.config import ProducerConfig
 from pysparklog.producer.future import Chunk, RecordFuture
-from pysparklog.storage import AppendInfo, PartitionLog
+from pysparklog.storage import AppendInfo
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.records.arrow_records import CompressionEstimate
 
 
@@ -46,7 +47,7 @@ class PartitionState:
 
     topic: str
     partition: int
-    log: PartitionLog | None = None
+    log: Log | None = None
     next_sequence: int = 0
     pieces: list[_Piece] = field(default_factory=list)
     pending_bytes: int = 0

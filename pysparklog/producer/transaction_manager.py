@@ -172,7 +172,7 @@ class TransactionManager:
     def ensure_producer_id(self) -> None:
         """An idempotent producer's id, allocated from the log directory before its first append."""
         if self._config.idempotent and self._producer_id == NO_PRODUCER_ID:
-            self._producer_id = allocate_producer_id(self._logs.path)
+            self._producer_id = allocate_producer_id(self._logs.storage)
 
     def register(self, partitions: list[TopicPartition]) -> None:
         """Register the transaction's new partitions with the coordinator before anything is appended

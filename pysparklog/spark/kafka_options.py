@@ -35,8 +35,9 @@ from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, Inva
 from pysparklog.spark.offset_ranges import OffsetRange
 from pysparklog.spark.storage_options import StorageSettings, is_storage_option, log_storage, storage_settings
 from pysparklog.storage.config import INT_MAX, LONG_MAX
-from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.io import FileSystemStorage
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.log_protocol import Log
 from pysparklog.structs import TopicPartition
 
 #: The offset standing for a partition's log start offset in offset JSON (``KafkaOffsetRangeLimit.EARLIEST``).
@@ -903,7 +904,7 @@ _PARALLEL_ASKS = 16
 
 
 def each_partition(
-    log_dir: LogDirectory, partitions: Iterable[TopicPartition], ask: Callable[[PartitionLog], int]
+    log_dir: LogDirectory, partitions: Iterable[TopicPartition], ask: Callable[[Log], int]
 ) -> dict[TopicPartition, int]:
     """``ask(log)`` of each partition's log, in order; in parallel on an object store."""
 
@@ -912,7 +913,7 @@ def each_partition(
             return ask(log)
 
     wanted = list(partitions)
-    if log_dir.storage.in_place_writes or len(wanted) < 2:
+    if isinstance(log_dir.storage, FileSystemStorage) or len(wanted) < 2:
         return {tp: one(tp) for tp in wanted}
     with ThreadPoolExecutor(max_workers=min(_PARALLEL_ASKS, len(wanted))) as pool:
         return dict(zip(wanted, pool.map(one, wanted), strict=True))

@@ -58,6 +58,7 @@ from pysparklog.storage.config import INT_MAX, LONG_MAX, LogConfig
 from pysparklog.storage.io import LOG_DIR_LOCK, Storage
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_reads import SegmentInfo
 from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.offset_map import OffsetMap, key_hashes
@@ -230,14 +231,14 @@ def _floor_index(segments: list[SegmentInfo], offset: int) -> int:
     return max(int(np.searchsorted(bases, offset, side="right")) - 1, 0)
 
 
-def _first_batch_timestamp(log: PartitionLog, segment: SegmentInfo) -> int:
+def _first_batch_timestamp(log: Log, segment: SegmentInfo) -> int:
     """The max timestamp of the segment's first batch (Kafka's ``rollingBasedTimestamp``), -1 when none."""
     first = next(log.segment(segment.base_offset).chunks(0, segment.size, max_bytes=4096, verify_crc=False), None)
     return int(first.entries.max_timestamps[0]) if first is not None else -1
 
 
 def _cleanable_range(
-    log: PartitionLog,
+    log: Log,
     segments: list[SegmentInfo],
     log_start: int,
     checkpoint: int | None,
@@ -277,17 +278,18 @@ def _cleanable_range(
     )
 
 
-def cleanable_range(log: PartitionLog, now_ms: int | None = None) -> CleanableRange | None:
+def cleanable_range(log: Log, now_ms: int | None = None) -> CleanableRange | None:
     """What compaction could clean in ``log`` now; None when the log has no segment."""
     segments = log.segment_infos()
     if not segments:
         return None
-    checkpoint = read_cleaner_checkpoint(log.storage, log.checkpoint_dir).get((log.topic, log.partition))
+    local = log.local
+    checkpoint = read_cleaner_checkpoint(local.storage, local.checkpoint_dir).get((log.topic, log.partition))
     now = _now(now_ms)
     return _cleanable_range(log, segments, log.log_start_offset, checkpoint, log.config, now)
 
 
-def cleanable_logs(logs: list[PartitionLog], now_ms: int | None = None) -> list[tuple[PartitionLog, CleanableRange]]:
+def cleanable_logs(logs: list[Log], now_ms: int | None = None) -> list[tuple[Log, CleanableRange]]:
     """The logs of compacted topics that are due for compaction, dirtiest first (Kafka's order)."""
     now = _now(now_ms)
     due = []
@@ -300,7 +302,7 @@ def cleanable_logs(logs: list[PartitionLog], now_ms: int | None = None) -> list[
     return _dirtiest_first(due)
 
 
-def _dirtiest_first(due: list[tuple[PartitionLog, CleanableRange]]) -> list[tuple[PartitionLog, CleanableRange]]:
+def _dirtiest_first(due: list[tuple[Log, CleanableRange]]) -> list[tuple[Log, CleanableRange]]:
     return sorted(due, key=lambda pair: (-pair[1].dirty_ratio, -pair[1].compaction_delay_ms))
 
 
@@ -820,9 +822,7 @@ def _now(now_ms: int | None) -> int:
     return int(time.time() * 1000) if now_ms is None else now_ms
 
 
-def clean_log(
-    log: PartitionLog, now_ms: int | None = None, *, dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES
-) -> CleanResult:
+def clean_log(log: Log, now_ms: int | None = None, *, dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES) -> CleanResult:
     """Compact ``log`` if its topic compacts and it is due: one round of Kafka's log cleaner.
 
     Safe with concurrent appends, reads, retention and other cleaners: a partition is compacted by
@@ -850,7 +850,7 @@ def clean_log(
             False,
             f"cleanup.policy {','.join(sorted(config.cleanup_policy))} does not compact",
         )
-    if not log.storage.is_directory(log.directory):
+    if not log.local.storage.is_directory(log.directory):
         return CleanResult(log.topic, log.partition, False, "the log has no segment")
     try:
         with log.compaction_scope() as target:
@@ -890,7 +890,7 @@ def run_cleaner(
     now = _now(now_ms)
     partitions = [tp for tp in logs.topic_partitions() if topic is None or tp[0] == topic]
     reports = {tp: CleanerReport(*tp, None) for tp in partitions}
-    opened: dict[tuple[str, int], PartitionLog] = {}
+    opened: dict[tuple[str, int], Log] = {}
     due = []
     try:
         for done, tp in enumerate(partitions, 1):

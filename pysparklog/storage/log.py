@@ -20,7 +20,8 @@ Kafka's recovery does and truncates at the first invalid batch. A boot id other 
 means the machine restarted, so data not yet fsynced may be lost: the writer then runs Kafka's full
 recovery from the recovery point.
 
-Every byte is reached through the log directory's :class:`~pysparklog.storage.io.Storage`.
+Every byte is reached through the log directory's :class:`~pysparklog.storage.io.FileSystemStorage`: segments,
+indexes and the state record change in place, which only a filesystem offers.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +48,7 @@ from pysparklog.storage import checkpoints
 from pysparklog.storage.active_segment import ActiveSegment
 from pysparklog.storage.config import INT_MAX, LogConfig
 from pysparklog.storage.index import TransactionIndex
-from pysparklog.storage.io import LockedRecord, Storage, storage_for
+from pysparklog.storage.io import FileSystemStorage, LockedRecord, file_system_for
 from pysparklog.storage.loader import LogLoader
 from pysparklog.storage.log_dir_checkpoints import LogDirCheckpoints
 from pysparklog.storage.log_reads import (
@@ -99,8 +100,65 @@ from pysparklog.storage.validator import (
 )
 
 ConfigSource = LogConfig | Callable[[], LogConfig]
+#: How much file data ``read_arrow`` decodes into one Arrow batch by default.
+DEFAULT_MAX_CHUNK_BYTES = 8 * 1024 * 1024
 _MAX_VIEW_RETRIES = 20
 _T = TypeVar("_T")
+
+
+class ReadRequest(NamedTuple):
+    """The arguments of ``read_arrow``, checked: what a read of either partition log goes by."""
+
+    start_offset: int | None
+    end_offset: int | None
+    include_headers: bool
+    max_chunk_bytes: int
+    committed: bool
+    """``isolation_level`` is ``read_committed``."""
+
+    @classmethod
+    def checked(
+        cls,
+        start_offset: int | None,
+        end_offset: int | None,
+        include_headers: bool,
+        max_chunk_bytes: int,
+        isolation_level: str,
+    ) -> ReadRequest:
+        """The arguments of ``read_arrow``, checked when it is called (its records are read later).
+
+        Raises:
+            InvalidOffsetError: An offset is not an integer.
+            InvalidConfigError: ``isolation_level``, ``max_chunk_bytes`` or ``include_headers`` is not valid.
+        """
+        committed = is_read_committed(isolation_level)
+        start_offset = _optional_offset("start_offset", start_offset, "None (the log start)")
+        end_offset = _optional_offset("end_offset", end_offset, "None (the log end)")
+        if not isinstance(include_headers, bool):
+            raise InvalidConfigError(f"include_headers {include_headers!r} is not valid; accepted: True or False")
+        max_chunk_bytes = _integer_argument(
+            "max_chunk_bytes", max_chunk_bytes, f"an integer from 1 to {INT_MAX}", InvalidConfigError
+        )
+        if not 1 <= max_chunk_bytes <= INT_MAX:
+            raise InvalidConfigError(f"max_chunk_bytes {max_chunk_bytes} is not valid; accepted: 1 to {INT_MAX}")
+        return cls(start_offset, end_offset, include_headers, max_chunk_bytes, committed)
+
+
+def arrow_pieces(
+    data: pa.Table | pa.RecordBatch, settings: BatchSettings | None, max_message_bytes: int
+) -> list[Batches]:
+    """The checked pieces of an ``append_arrow``: every batch encoded and checked before anything is written.
+
+    Raises:
+        InvalidConfigError: ``data`` is not an Arrow table or record batch, or ``settings`` not a ``BatchSettings``.
+        InvalidRecordError: A column is missing or of a type the encoder does not take.
+        RecordTooLargeError: A batch is larger than ``max_message_bytes``.
+    """
+    if not isinstance(data, pa.Table | pa.RecordBatch):
+        raise InvalidConfigError(f"cannot append {type(data).__name__}; accepted: a pyarrow Table or RecordBatch")
+    if settings is not None and not isinstance(settings, BatchSettings):
+        raise InvalidConfigError(f"settings {settings!r} is not valid; accepted: a BatchSettings or None")
+    return [checked_batches(encoded, max_message_bytes) for encoded in encode_arrow(data, settings)]
 
 
 class PartitionLog:
@@ -113,10 +171,10 @@ class PartitionLog:
         config: Segment, index and flush settings.
         checkpoint_dir: The log directory holding ``recovery-point-offset-checkpoint`` and
             ``log-start-offset-checkpoint`` (default: the parent of ``directory``).
-        storage: The log directory's storage (default: the filesystem).
+        storage: The log directory's storage, a filesystem (default: the one holding ``checkpoint_dir``).
 
     Raises:
-        InvalidLogDirectoryError: ``directory`` is not named ``<topic>-<partition>``.
+        InvalidLogDirectoryError: ``directory`` is not named ``<topic>-<partition>``, or is on an object store.
     """
 
     def __init__(
@@ -125,14 +183,14 @@ class PartitionLog:
         config: ConfigSource | None = None,
         *,
         checkpoint_dir: str | None = None,
-        storage: Storage | None = None,
+        storage: FileSystemStorage | None = None,
     ) -> None:
         if storage is None:
             directory = os.path.abspath(directory)
         self.directory = directory.rstrip("/")
         self.topic, self.partition = parse_partition_dir(self.directory)
         self.checkpoint_dir = checkpoint_dir or self.directory.rpartition("/")[0]
-        self.storage = storage if storage is not None else storage_for(self.checkpoint_dir)
+        self.storage = storage if storage is not None else file_system_for(self.checkpoint_dir)
         self._config_source: ConfigSource = config or LogConfig()
         self._lock = self.storage.lock(f"{self.directory}/{STATE_FILE}")
         self._segments = LogSegments(self.storage, self.directory)
@@ -152,6 +210,11 @@ class PartitionLog:
         by other processes reach this log at its next append or maintenance pass."""
         source = self._config_source
         return source() if callable(source) else source
+
+    @property
+    def local(self) -> PartitionLog:
+        """Itself: a filesystem log holds its segments where it is (``Log.local``)."""
+        return self
 
     def close(self) -> None:
         self._lock.close()
@@ -232,9 +295,10 @@ class PartitionLog:
         """Kafka's last stable offset, where read_committed reads stop: the first offset of the earliest
         transaction still open (never below the log start offset), else the log end offset (the high
         watermark here). Every process's appends count; it costs what ``view()`` costs."""
-        return self._last_stable(self.view())
+        return self.last_stable(self.view())
 
-    def _last_stable(self, view: LogView) -> int:
+    def last_stable(self, view: LogView) -> int:
+        """The last stable offset of ``view`` (``last_stable_offset`` without reading the view again)."""
         unstable = view.first_unstable_offset
         if unstable == UNKNOWN_FIRST_UNSTABLE_OFFSET:
             unstable = self._derived_first_unstable(view)
@@ -317,7 +381,7 @@ class PartitionLog:
         end_offset: int | None = None,
         *,
         include_headers: bool = False,
-        max_chunk_bytes: int = 8 * 1024 * 1024,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         isolation_level: str = READ_UNCOMMITTED,
     ) -> Iterator[pa.RecordBatch]:
         """Records from ``start_offset`` (default: the log start) up to ``end_offset`` (exclusive;
@@ -341,27 +405,13 @@ class PartitionLog:
             InvalidConfigError: ``isolation_level`` is neither ``"read_uncommitted"`` nor ``"read_committed"``,
                 ``max_chunk_bytes`` is not an integer from 1 to 2147483647, or ``include_headers`` not a bool.
         """
-        committed = is_read_committed(isolation_level)
-        start_offset = _optional_offset("start_offset", start_offset, "None (the log start)")
-        end_offset = _optional_offset("end_offset", end_offset, "None (the log end)")
-        if not isinstance(include_headers, bool):
-            raise InvalidConfigError(f"include_headers {include_headers!r} is not valid; accepted: True or False")
-        max_chunk_bytes = _integer_argument(
-            "max_chunk_bytes", max_chunk_bytes, f"an integer from 1 to {INT_MAX}", InvalidConfigError
+        return self.read_checked(
+            ReadRequest.checked(start_offset, end_offset, include_headers, max_chunk_bytes, isolation_level)
         )
-        if not 1 <= max_chunk_bytes <= INT_MAX:
-            raise InvalidConfigError(f"max_chunk_bytes {max_chunk_bytes} is not valid; accepted: 1 to {INT_MAX}")
-        return self._read_arrow(start_offset, end_offset, include_headers, max_chunk_bytes, committed)
 
-    def _read_arrow(
-        self,
-        start_offset: int | None,
-        end_offset: int | None,
-        include_headers: bool,
-        max_chunk_bytes: int,
-        committed: bool,
-    ) -> Iterator[pa.RecordBatch]:
+    def read_checked(self, request: ReadRequest) -> Iterator[pa.RecordBatch]:
         """``read_arrow`` once its arguments are checked."""
+        start_offset, end_offset, include_headers, max_chunk_bytes, committed = request
 
         def plan(record: LockedRecord | None) -> tuple[tuple[LogView, int, int, AbortedBatches | None], list[int]]:
             view = self._locked_view(record)
@@ -372,7 +422,7 @@ class PartitionLog:
                 raise InvalidOffsetError(f"end offset {end_offset} is below start offset {start}")
             if not committed:
                 return (view, start, end, None), []
-            end = min(end, self._last_stable(view))
+            end = min(end, self.last_stable(view))
             txns, damaged = aborted_in(self._segments, view, start, end)
             return (view, start, end, AbortedBatches(txns) if txns else None), damaged
 
@@ -446,11 +496,7 @@ class PartitionLog:
             InvalidRecordError: A column is missing or of a type the encoder does not take.
             RecordTooLargeError: A batch is larger than ``max.message.bytes``.
         """
-        if not isinstance(data, pa.Table | pa.RecordBatch):
-            raise InvalidConfigError(f"cannot append {type(data).__name__}; accepted: a pyarrow Table or RecordBatch")
-        if settings is not None and not isinstance(settings, BatchSettings):
-            raise InvalidConfigError(f"settings {settings!r} is not valid; accepted: a BatchSettings or None")
-        return self._append_all([self._checked(encoded) for encoded in encode_arrow(data, settings)])
+        return self._append_all(arrow_pieces(data, settings, self.config.max_message_bytes))
 
     def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:
         """Append complete v2 record batches, assigning offsets from the log end as a broker does.
@@ -474,11 +520,7 @@ class PartitionLog:
             OutOfOrderSequenceError: An idempotent batch does not follow its producer's last batch.
             ProducerFencedError: An idempotent batch comes from an older epoch of its producer.
         """
-        return self._append_all([self._checked(batches)])
-
-    def _checked(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> Batches:
-        """The batches of one piece of an append, checked as far as they can be without the lock."""
-        return checked_batches(batches, self.config.max_message_bytes)
+        return self._append_all([checked_batches(batches, self.config.max_message_bytes)])
 
     def _append_all(self, pieces: Sequence[Batches]) -> AppendInfo:
         """Append checked pieces as one append: under one hold of the lock, in order, contiguous."""

@@ -6,9 +6,10 @@ import os
 
 from pysparklog.errors import InvalidLogDirectoryError, TransactionInProgressError
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.io import Storage, storage_for
+from pysparklog.storage.io import FileSystemStorage, Storage, storage_for
 from pysparklog.storage.log import PartitionLog
-from pysparklog.storage.object_log import ObjectPartitionLog
+from pysparklog.storage.log_protocol import Log
+from pysparklog.storage.objects.log import ObjectPartitionLog
 from pysparklog.storage.topics import (
     Progress,
     TopicMetadata,
@@ -46,7 +47,7 @@ class LogDirectory:
         """The topics: create, list, alter and delete them, and their configs."""
         return self._topics
 
-    def partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+    def partition(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of one partition; its directory is created on the first append.
 
         Its settings are the topic's configs in force (its overrides, then ``server.properties``, then this
@@ -61,19 +62,19 @@ class LogDirectory:
             raise InvalidLogDirectoryError(f"partition {partition!r} is invalid; accepted: an integer >= 0")
         validate_topic_name(topic)
         self._topics.open_partition(topic, partition)
-        if not self.storage.in_place_writes:  # an object store: the log is its commits (object_log)
-            return ObjectPartitionLog(
-                self.storage,
-                topic,
-                partition,
+        if isinstance(self.storage, FileSystemStorage):  # a Kafka log of segments, changed in place
+            return PartitionLog(
+                self.storage.join(f"{topic}-{partition}"),
                 config or self._topics.config_provider(topic),
-                topic_id=self._topics.known_topic_id(topic),
+                checkpoint_dir=self.path,
+                storage=self.storage,
             )
-        return PartitionLog(
-            self.storage.join(f"{topic}-{partition}"),
+        return ObjectPartitionLog(  # an object store: the log is its commits (storage.objects.log)
+            self.storage,
+            topic,
+            partition,
             config or self._topics.config_provider(topic),
-            checkpoint_dir=self.path,
-            storage=self.storage,
+            topic_id=self._topics.known_topic_id(topic),
         )
 
     def topic_partitions(self) -> list[tuple[str, int]]:
@@ -94,7 +95,7 @@ class LogDirectory:
             TransactionInProgressError: A transaction is open on a partition of the topic.
         """
         parse_topic_id(topic_id)  # a malformed id fails before any partition is read
-        if self.storage.in_place_writes:  # an object store refuses the id itself (TopicStore.set_topic_id)
+        if isinstance(self.storage, FileSystemStorage):  # an object store refuses the id (TopicStore.set_topic_id)
             for partition in range(self._topics.get(topic).partitions):
                 with self.partition(topic, partition) as log:
                     end = log.log_end_offset  # before the stable offset: an append in between cannot pass for a txn

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 
-from pysparklog.storage.io import Storage
+from pysparklog.storage.io import FileSystemStorage
 from pysparklog.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, LogSegment, parse_segment_name
 
 _INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
@@ -21,7 +21,7 @@ class LogSegments:
         directory: The partition directory, a path of ``storage``.
     """
 
-    def __init__(self, storage: Storage, directory: str) -> None:
+    def __init__(self, storage: FileSystemStorage, directory: str) -> None:
         self.storage = storage
         self.directory = directory
         self._segments: dict[int, LogSegment] = {}

@@ -33,7 +33,7 @@ import re
 
 from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError, PySparkLogError
 from pysparklog.storage.config import LONG_MAX
-from pysparklog.storage.io import LOG_DIR_LOCK, Storage, VersionedFile, storage_for
+from pysparklog.storage.io import LOG_DIR_LOCK, FileSystemStorage, Storage, VersionedFile, storage_for
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
 from pysparklog.storage.segment import LogSegment, filename_prefix, parse_segment_name
 
@@ -63,8 +63,7 @@ def allocate_producer_id(log_dir: str | os.PathLike[str] | Storage) -> int:
     lock = storage.lock(storage.join(LOG_DIR_LOCK))
     try:
         with lock.exclusive():
-            if storage.in_place_writes:  # a filesystem's put writes a temporary file first
-                _remove_stale_temporary_files(storage)
+            storage.remove_interrupted_puts(path)
             stored = VersionedFile.read(storage, path)
             producer_id = _decode_next(stored.data, path)
             if producer_id is None:
@@ -128,18 +127,9 @@ def _highest_in_partition(storage: Storage, directory: str) -> int:
         highest = max((e.producer_id for e in entries), default=-1)
         break
     bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
-    if bases:
+    if bases and isinstance(storage, FileSystemStorage):  # on an object store a partition is commits, not segments
         segment = LogSegment(directory, bases[-1], storage=storage)
         for chunk in segment.chunks(0, segment.size(), verify_crc=False, strict=False):
             if len(chunk.entries):
                 highest = max(highest, int(chunk.entries.producer_ids.max()))
     return highest
-
-
-def _remove_stale_temporary_files(storage: Storage) -> None:
-    """Remove what allocators killed mid-write left (a filesystem's ``put`` writes a temporary file first): they
-    write only under the lock, which the caller holds."""
-    prefix = f"{PRODUCER_IDS_FILE}.tmp."
-    for name in storage.list(storage.join()):
-        if name.startswith(prefix):
-            storage.delete(storage.join(name))

@@ -23,7 +23,7 @@ Deleted segments are renamed ``*.deleted`` and removed ``file.delete.delay.ms`` 
 that opened them before they were retired can finish.
 
 ``plan_retention`` decides, from a description of the segments alone (so it is tested without
-files); ``run_retention`` applies it to a ``PartitionLog``.
+files); ``run_retention`` applies it to a partition's ``Log``, on a filesystem or an object store.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from pysparklog.errors import InvalidOffsetError
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_reads import SegmentInfo
 
 # A plan made from a snapshot is refused when another process retired or compacted the oldest
@@ -198,7 +198,7 @@ def deletes(config: LogConfig) -> bool:
     return "delete" in config.cleanup_policy
 
 
-def _plan(log: PartitionLog, now_ms: int) -> RetentionPlan:
+def _plan(log: Log, now_ms: int) -> RetentionPlan:
     config = log.config
     segments = log.segment_infos()
     if not segments:
@@ -215,7 +215,7 @@ def _plan(log: PartitionLog, now_ms: int) -> RetentionPlan:
     )
 
 
-def run_retention(log: PartitionLog, now_ms: int | None = None) -> RetentionResult:
+def run_retention(log: Log, now_ms: int | None = None) -> RetentionResult:
     """One retention pass over ``log``: retire the segments Kafka's rules choose, then remove the
     ``.deleted`` files whose ``file.delete.delay.ms`` has passed.
 

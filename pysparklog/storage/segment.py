@@ -7,7 +7,7 @@ the caller passes in) are never read: bytes a writer is still appending stay inv
 
 A segment owns its files (Kafka's ``LogSegment``): it reads them, appends batches and index entries,
 rebuilds its indexes, flushes, renames and deletes them, all through the log directory's
-:class:`~pysparklog.storage.io.Storage`.
+:class:`~pysparklog.storage.io.FileSystemStorage`: a segment changes its files in place.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pysparklog.errors import CorruptRecordError
-from pysparklog.storage.io import FileStat, Storage, storage_for
+from pysparklog.storage.io import FileStat, FileSystemStorage, file_system_for
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.default_records import LOG_OVERHEAD, MAGIC_V2
 from pysparklog.storage.records.memory_records import EntryTable, entry_crc_error, pool_empty, scan, verify_crcs
@@ -116,9 +116,9 @@ class LogSegment:
     """
 
     def __init__(
-        self, directory: str, base_offset: int, file_suffix: str = "", *, storage: Storage | None = None
+        self, directory: str, base_offset: int, file_suffix: str = "", *, storage: FileSystemStorage | None = None
     ) -> None:
-        self.storage = storage if storage is not None else storage_for(directory)
+        self.storage = storage if storage is not None else file_system_for(directory)
         self.directory = directory
         self.base_offset = base_offset
         self.file_suffix = file_suffix

@@ -17,7 +17,7 @@ from pysparklog.storage.index import (
     TimeIndex,
     TransactionIndex,
 )
-from pysparklog.storage.io import Storage, read_if_exists
+from pysparklog.storage.io import FileSystemStorage, read_if_exists
 from pysparklog.storage.transaction_index import AbortedTxn, encode_aborted
 
 INDEX_SUFFIX = ".index"
@@ -66,7 +66,7 @@ class SegmentIndexes:
         file_suffix: After each file's name (``.swap``, ``.cleaned``...).
     """
 
-    def __init__(self, storage: Storage, prefix: str, base_offset: int, file_suffix: str = "") -> None:
+    def __init__(self, storage: FileSystemStorage, prefix: str, base_offset: int, file_suffix: str = "") -> None:
         self.storage = storage
         self.base_offset = base_offset
         self.offset_path = prefix + INDEX_SUFFIX + file_suffix

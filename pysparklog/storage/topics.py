@@ -31,7 +31,7 @@ directories are moved into a broker's log directory (``set_topic_id``): a KRaft 
 (``LogManager.isStrayKraftReplica``). The id is written into the metadata first (the commit point), then into each
 partition's ``partition.metadata``; a crash in between leaves partitions with the old id, which running it again
 rewrites. On an object store an id is never set: it names the local replicas of the topic's partitions on every host
-that read them (``object_log``), and only an id made for each topic keeps a replica of another log from being taken
+that read them (``objects.log``), and only an id made for each topic keeps a replica of another log from being taken
 for this one.
 
 Deleting a topic replaces its entry by a tombstone under ``deleting`` (the commit point), renames each partition
@@ -72,7 +72,15 @@ from pysparklog.errors import (
 )
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import INT_MAX, LogConfig
-from pysparklog.storage.io import LOG_DIR_LOCK, FileStat, Storage, VersionedFile, read_if_exists, storage_for
+from pysparklog.storage.io import (
+    LOG_DIR_LOCK,
+    FileStat,
+    FileSystemStorage,
+    Storage,
+    VersionedFile,
+    read_if_exists,
+    storage_for,
+)
 from pysparklog.storage.log_state import parse_partition_dir
 from pysparklog.storage.topic_config import (
     SERVER_PROPERTIES,
@@ -319,6 +327,9 @@ class TopicStore:
 
     def __init__(self, log_dir: str | os.PathLike[str] | Storage, defaults: LogConfig | None = None) -> None:
         self.storage = storage_for(log_dir)
+        # The filesystem's storage, which renames directories and syncs their entries; None on an object store,
+        # where a look costs a request and partition directories cannot be renamed.
+        self._file_system = self.storage if isinstance(self.storage, FileSystemStorage) else None
         self.log_dir = self.storage.root
         self.defaults = defaults or LogConfig()
         self.path = self.storage.join(TOPICS_FILE)
@@ -409,7 +420,7 @@ class TopicStore:
             InvalidTopicError: The name is not a legal topic name.
         """
         validate_topic_name(name)
-        max_age_s = None if self.storage.in_place_writes else OBJECT_STORE_CONFIG_MAX_AGE_S
+        max_age_s = None if self._file_system is not None else OBJECT_STORE_CONFIG_MAX_AGE_S
         return TopicConfigProvider(self, name, max_age_s=max_age_s)
 
     # -- changing ---------------------------------------------------------------------------------------------
@@ -421,8 +432,7 @@ class TopicStore:
         lock = self.storage.lock(self.storage.join(LOG_DIR_LOCK))
         try:
             with lock.exclusive():
-                if self.storage.in_place_writes:  # a filesystem's put writes a temporary file first
-                    self._remove_stale_temporary_files()
+                self.storage.remove_interrupted_puts(self.path)
                 stored = VersionedFile.read(self.storage, self.path)
                 metadata = _Metadata.decode(stored.data, self.path)
                 metadata.stored = stored
@@ -441,14 +451,6 @@ class TopicStore:
         assert metadata.stored is not None, "written only in a transaction"
         metadata.stored.write(metadata.encode())
         _changes[self.log_dir] = _changes.get(self.log_dir, 0) + 1
-
-    def _remove_stale_temporary_files(self) -> None:
-        """Remove what writers killed mid-write left (a filesystem's ``put`` writes a temporary file first): they
-        write only under the lock, which this one holds."""
-        prefix = f"{TOPICS_FILE}.tmp."
-        for name in self.storage.list(self.log_dir):
-            if name.startswith(prefix):
-                self.storage.delete(self.storage.join(name))
 
     def create(
         self,
@@ -525,7 +527,8 @@ class TopicStore:
                 checkpoints.write_partition_metadata(self.storage, path, topic.topic_id)
             if progress is not None:
                 progress(done, len(todo))
-        self.storage.sync(self.log_dir)  # the new directories' entries
+        if self._file_system is not None:
+            self._file_system.sync(self.log_dir)  # the new directories' entries
 
     def _adopt(self, name: str, metadata: _Metadata) -> tuple[TopicMetadata, bool]:
         """A topic's metadata for a change, and whether it had no entry (made by appends, or an unknown id)."""
@@ -611,7 +614,7 @@ class TopicStore:
         """
         validate_topic_name(name)
         new_id = parse_topic_id(topic_id)
-        if not self.storage.in_place_writes:
+        if self._file_system is None:
             raise InvalidLogDirectoryError(
                 f"cannot set the id of topic '{name}' in {self.log_dir}, a log directory on an object store: there a "
                 "topic's id names the local replicas of its partitions on every host that read them, and an id "
@@ -689,13 +692,14 @@ class TopicStore:
                 retired.append((topic, partition))
         for done, (topic, partition) in enumerate(retired, 1):
             directory = self.storage.join(f"{topic}-{partition}")
-            if self.storage.in_place_writes:
-                self.storage.rename(directory, self.storage.join(_delete_dir_name(topic, partition)))
+            if self._file_system is not None:
+                self._file_system.rename(directory, self.storage.join(_delete_dir_name(topic, partition)))
             else:
                 self.storage.delete_tree(directory)
                 if progress is not None:
                     progress(done, len(retired))
-        self.storage.sync(self.log_dir)  # the renames, before the tombstones go
+        if self._file_system is not None:
+            self._file_system.sync(self.log_dir)  # the renames, before the tombstones go
         # A topic created again under the name must not inherit the old recovery points and log start offsets.
         for name in _TOPIC_PARTITION_CHECKPOINTS:
             path = self.storage.join(name)
@@ -709,7 +713,7 @@ class TopicStore:
     def _remove_deleted_dirs(self, progress: Progress | None = None) -> None:
         """Remove every ``-delete`` directory; several processes may do it at once. An object store has none: its
         deleted directories are gone when their deletion is applied."""
-        if not self.storage.in_place_writes:
+        if self._file_system is None:
             return
         names = [n for n in self.storage.list(self.log_dir) if _DELETE_DIR.fullmatch(n)]
         for done, name in enumerate(names, 1):
@@ -751,7 +755,7 @@ class TopicStore:
                 topic = metadata.topics.get(name)
                 if topic is not None and partition < topic.partitions:
                     self._make_partition_dirs(topic, [partition], None)
-        if not self.storage.in_place_writes:  # a filesystem's look is cheap, and a directory can go by hand
+        if self._file_system is None:  # a filesystem's look is cheap, and a directory can go by hand
             _whole_partition_dirs.add(checked)
 
     def _recent(self, *, fresh: bool = False) -> _Metadata:
@@ -760,7 +764,7 @@ class TopicStore:
         per range, a driver one per partition at every trigger). A topic created or grown by another process
         meanwhile is read at once (``fresh``: it is missing here); one deleted there is found by the partition's
         configs."""
-        if self.storage.in_place_writes:
+        if self._file_system is not None:
             return self._read()
         asked = time.monotonic()
         with _recent_metadata_lock:  # a driver opens many partitions at once: one of its threads reads for all

@@ -75,6 +75,7 @@ from pysparklog.offsets import (
     encode_offset_commit_value,
 )
 from pysparklog.storage.cleaner import run_cleaner
+from pysparklog.storage.log_protocol import Log
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from pysparklog.transactions import TransactionCoordinator, TransactionState
 from tests.fuzz.mutations import Mutation, apply, partition_of
@@ -359,7 +360,7 @@ class _Exercise:
     def logs(self) -> LogDirectory:
         return open_logs(self.work)
 
-    def open_partition(self, logs: LogDirectory, tp: TopicPartitionKey) -> PartitionLog:
+    def open_partition(self, logs: LogDirectory, tp: TopicPartitionKey) -> Log:
         """The partition through ``LogDirectory``; when that refuses (its topic metadata is damaged), the
         partition directory directly, so that its data is still checked."""
         _, log = self.attempt(f"open {tp[0]}-{tp[1]}", logs.partition, *tp)
@@ -481,7 +482,7 @@ class _Exercise:
         self.check_topics(logs)
         self.check_transactions_and_groups(logs)
 
-    def check_partition(self, log: PartitionLog, tp: TopicPartitionKey, depth: int) -> None:
+    def check_partition(self, log: Log, tp: TopicPartitionKey, depth: int) -> None:
         name = f"{tp[0]}-{tp[1]}"
         _, view = self.attempt(f"view {name}", log.view)
         if view is None:
@@ -592,7 +593,7 @@ class _Exercise:
             shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
             self.fail("acknowledged records lost", f"{label}: {len(missing)} records missing (offsets {shown})")
 
-    def check_point_reads(self, log: PartitionLog, tp: TopicPartitionKey, start: int, end: int) -> None:
+    def check_point_reads(self, log: Log, tp: TopicPartitionKey, start: int, end: int) -> None:
         """Reads from an offset inside each segment: they start from the segment's offset index."""
         name = f"{tp[0]}-{tp[1]}"
         for batches in self.truth.partitions[tp].segments.values():
@@ -612,7 +613,7 @@ class _Exercise:
                 self.check_records(label, tp, rows, first, first + 3, committed)
                 self.check_complete(label, tp, rows, self.wanted(tp, range(first, first + 3), committed), start)
 
-    def check_timestamps(self, log: PartitionLog, tp: TopicPartitionKey, start: int, end: int) -> None:
+    def check_timestamps(self, log: Log, tp: TopicPartitionKey, start: int, end: int) -> None:
         """``offset_for_timestamp`` for timestamps of records across the log, between them and past them."""
         name = f"{tp[0]}-{tp[1]}"
         truth = self.truth.partitions[tp]
@@ -740,7 +741,7 @@ class _Exercise:
         for tp in sorted(self.truth.partitions):
             log = self.open_partition(logs, tp)
             try:
-                self.attempt(f"recover {tp[0]}-{tp[1]}", log.recover)
+                self.attempt(f"recover {tp[0]}-{tp[1]}", log.local.recover)
             finally:
                 log.close()
 
@@ -897,7 +898,7 @@ class _Exercise:
                 )
 
 
-def read_list(log: PartitionLog, start: int | None, end: int | None, committed: bool) -> list[tuple[int, Record]]:
+def read_list(log: Log, start: int | None, end: int | None, committed: bool) -> list[tuple[int, Record]]:
     return list(read_records(log, start, end, include_aborted=not committed))
 
 

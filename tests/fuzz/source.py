@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from pysparklog import LogConfig, LogDirectory, OffsetStore, PartitionLog, Producer, ProducerConfig
+from pysparklog import LogConfig, LogDirectory, OffsetStore, Producer, ProducerConfig
 from pysparklog.group import GroupCoordinator, JoinRequest
 from pysparklog.offsets import OFFSETS_TOPIC, CommittedOffset, encode_offset_commit_key, encode_offset_commit_value
 from pysparklog.storage.cleaner import run_cleaner
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.retention import run_retention
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
@@ -374,7 +375,7 @@ class _Builder:
 
 
 def _partition_truth(
-    log: PartitionLog, written: dict[int, Record], transaction_of: dict[int, int], compacted: bool
+    log: Log, written: dict[int, Record], transaction_of: dict[int, int], compacted: bool
 ) -> PartitionTruth:
     view = log.view()
     truth = PartitionTruth(log.topic, log.partition, view.log_start_offset, view.log_end_offset, written=written)
@@ -431,7 +432,7 @@ def _same(read: Record, written: Record) -> bool:
 
 
 def read_records(
-    log: PartitionLog,
+    log: Log,
     start: int | None = None,
     end: int | None = None,
     *,

@@ -27,7 +27,7 @@ from pysparklog import BatchSettings, LogConfig
 from pysparklog.errors import PySparkLogError
 from pysparklog.storage.io import Storage
 from pysparklog.storage.io.object_store import ObjectStorage
-from pysparklog.storage.object_log import APPLIED_FILE, ObjectPartitionLog
+from pysparklog.storage.objects.log import APPLIED_FILE, ObjectPartitionLog
 from pysparklog.storage.records.arrow_records import encode_arrow, encode_control_batch
 from pysparklog.storage.records.default_records import ControlRecordType, end_txn_marker
 from tests.conftest import BUCKET, keyed_table, read_all

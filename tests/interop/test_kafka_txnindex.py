@@ -51,7 +51,7 @@ class _Writer:
 
 
 def test_kafka_reads_the_engines_txnindex_files(kafka_dump_log: DumpLogSegments, tmp_path: Path) -> None:
-    log = LogDirectory(tmp_path, LogConfig()).partition("t", 0)
+    log = LogDirectory(tmp_path, LogConfig()).partition("t", 0).local
     w = _Writer(log)
     w.plain(2)  # 0, 1
     w.data(5, 2)  # 2, 3

@@ -126,13 +126,13 @@ def test_missing_indexes_are_rebuilt_as_the_broker_wrote_them(broker_log_dir_cop
     original_time_index = (partition / "00000000000000000000.timeindex").read_bytes()
     os.remove(partition / "00000000000000000000.index")
     os.remove(partition / "00000000000000000000.timeindex")
-    log = LogDirectory(broker_log_dir_copy).partition("__consumer_offsets", 6)
+    log = LogDirectory(broker_log_dir_copy).partition("__consumer_offsets", 6).local
     log.recover()
     assert (partition / "00000000000000000000.index").read_bytes() == original_index
     assert (partition / "00000000000000000000.timeindex").read_bytes() == original_time_index
 
     patient = broker_log_dir_copy / "TestTopicPatient-0"
-    LogDirectory(broker_log_dir_copy).partition("TestTopicPatient", 0).recover()
+    LogDirectory(broker_log_dir_copy).partition("TestTopicPatient", 0).local.recover()
     assert (patient / "00000000000000000000.index").read_bytes() == b"", "three small batches: no entry is due"
     time_index = TimeIndex.parse((patient / "00000000000000000000.timeindex").read_bytes(), 0)
     assert list(zip(time_index.timestamps.tolist(), time_index.offsets.tolist(), strict=True)) == [(1769793578165, 2)]

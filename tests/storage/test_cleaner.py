@@ -35,6 +35,7 @@ from pysparklog.storage.cleaner import (
     run_cleaner,
 )
 from pysparklog.storage.io import PosixStorage
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.records.arrow_records import HEADER_TYPE, encode_control_batch
 from pysparklog.storage.records.default_records import (
     DELETE_HORIZON_FLAG_MASK,
@@ -61,7 +62,7 @@ def config(**overrides: object) -> LogConfig:
 
 
 def open_log(path: Path | str, cfg: LogConfig | None = None, topic: str = "t", partition: int = 0) -> PartitionLog:
-    return LogDirectory(path, cfg or config()).partition(topic, partition)
+    return LogDirectory(path, cfg or config()).partition(topic, partition).local
 
 
 def table(
@@ -97,7 +98,7 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-def read(log: PartitionLog) -> list[Record]:
+def read(log: Log) -> list[Record]:
     t = read_all(log, include_headers=True)
     if t.num_rows == 0:
         return []
@@ -114,7 +115,7 @@ def read(log: PartitionLog) -> list[Record]:
     ]
 
 
-def append(log: PartitionLog, data: pa.Table, settings: BatchSettings | None = None) -> list[Record]:
+def append(log: Log, data: pa.Table, settings: BatchSettings | None = None) -> list[Record]:
     """Append and return the records as the model sees them (offsets assigned by the log)."""
     info = log.append_arrow(data, settings or BatchSettings(max_batch_bytes=300))
     rows = data.to_pylist()
@@ -130,7 +131,7 @@ def append(log: PartitionLog, data: pa.Table, settings: BatchSettings | None = N
     ]
 
 
-def entries(log: PartitionLog, base: int | None = None) -> EntryTable:
+def entries(log: Log, base: int | None = None) -> EntryTable:
     """The batch headers of one segment (default: every segment), as the scan sees them."""
     bases = [s.base_offset for s in log.segments()] if base is None else [base]
     rows = []
@@ -148,11 +149,11 @@ def last_per_key(records: Sequence[Record], below: int | None = None) -> dict[by
     return latest
 
 
-def active_bytes(log: PartitionLog) -> bytes:
+def active_bytes(log: Log) -> bytes:
     return Path(log.segments()[-1].log_path).read_bytes()
 
 
-def clean(log: PartitionLog, now: int = NOW, **kwargs: int) -> CleanResult:
+def clean(log: Log, now: int = NOW, **kwargs: int) -> CleanResult:
     result = clean_log(log, now, **kwargs)
     assert result.cleaned, result.reason
     return result
@@ -616,7 +617,7 @@ def test_compact_delete_runs_retention_then_compaction(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("limit", "groups"), [("segment_bytes", 2), ("segment_index_bytes", 3)])
 def test_groups_stay_within_segment_bytes_and_the_index_size(tmp_path: Path, limit: str, groups: int) -> None:
-    def fill(log: PartitionLog) -> None:
+    def fill(log: Log) -> None:
         for i in range(6):  # six segments of four one-record batches: three index entries each
             for j in range(4):
                 append(log, table([f"k{i}-{j}".encode()], ts=T0 + 10 * i + j), BatchSettings())
@@ -766,7 +767,7 @@ while True:
 """
 
 
-def _check_against_model(log: PartitionLog, model: list[Record]) -> None:
+def _check_against_model(log: Log, model: list[Record]) -> None:
     by_offset = {r.offset: r for r in model}
     survivors = read(log)
     offsets = [r.offset for r in survivors]

@@ -1,4 +1,4 @@
-"""The commit log (``storage.commit_log``): dense, ordered commits from many writers through create-if-absent
+"""The commit log (``storage.objects.commit_log``): dense, ordered commits from many writers through create-if-absent
 alone, on the filesystem and on a real S3-compatible server."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any, cast
 import pytest
 
 from pysparklog.errors import CorruptRecordError
-from pysparklog.storage.commit_log import BodyBuilder, Commit, CommitLog
 from pysparklog.storage.io import PutMode, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
+from pysparklog.storage.objects.commit_log import BodyBuilder, Commit, CommitLog
 from tests.conftest import BUCKET
 from tests.storage.conftest import BACKENDS, run_with_a_poller
 from tests.storage.fault_proxy import FAULTS

@@ -41,7 +41,7 @@ class SegmentSettings(TypedDict, total=False):
 
 
 def log_at(path: Path, **config: Unpack[SegmentSettings]) -> PartitionLog:
-    return LogDirectory(path, LogConfig(**config)).partition("t", 0)
+    return LogDirectory(path, LogConfig(**config)).partition("t", 0).local
 
 
 def test_a_retried_batch_gets_its_original_offsets_and_is_not_written_again(tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ def _random_timestamps_log(tmp_path: Path) -> tuple[PartitionLog, np.ndarray]:
     timestamps = rng.integers(1_000, 50_000, 3000)
     table = keyed_table(3000).set_column(2, "timestamp", pa.array(timestamps, pa.int64()))
     config = LogConfig(segment_bytes=40_000, index_interval_bytes=1000)
-    log = LogDirectory(tmp_path, config).partition("t", 0)
+    log = LogDirectory(tmp_path, config).partition("t", 0).local
     for start in range(0, 3000, 300):
         log.append_arrow(table.slice(start, 300), BatchSettings(max_batch_bytes=2000))
     return log, timestamps
@@ -332,7 +332,7 @@ def test_opening_a_partition_touches_only_the_segments_it_reads(tmp_path: Path) 
     for i in range(80):
         writer.append_arrow(keyed_table(20, start=i * 20, value_size=30), BatchSettings(max_batch_bytes=400))
     assert len(writer.segments()) >= 100
-    reader = LogDirectory(tmp_path, config).partition("t", 0)
+    reader = LogDirectory(tmp_path, config).partition("t", 0).local
     assert read_all(reader, 777, 780).column("offset").to_pylist() == [777, 778, 779]
     assert reader._segments.opened() <= 2, "segments are opened lazily, only where the read goes"
 

@@ -22,7 +22,7 @@ CONFIG = LogConfig(segment_bytes=6000)
 
 
 def _log(tmp_path: Path, rows: int = 300) -> PartitionLog:
-    log = LogDirectory(tmp_path, CONFIG).partition("t", 0)
+    log = LogDirectory(tmp_path, CONFIG).partition("t", 0).local
     log.append_arrow(keyed_table(rows), BatchSettings(max_batch_bytes=1200))
     assert len(log.segments()) > 4
     return log

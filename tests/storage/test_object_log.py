@@ -1,4 +1,4 @@
-"""A partition log on an object store (``storage.object_log``): commits are the log, and every process's local
+"""A partition log on an object store (``storage.objects.log``): commits are the log, and every process's local
 replica follows them. Against a real S3-compatible server process (tests/s3_server.py)."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pysparklog import BatchSettings, LogConfig, LogDirectory, PartitionLog
+from pysparklog import BatchSettings, LogConfig, LogDirectory
 from pysparklog.errors import CorruptRecordError, InvalidOffsetError, OutOfOrderSequenceError
 from pysparklog.storage.cleaner import clean_log
-from pysparklog.storage.commit_log import CommitLog
 from pysparklog.storage.io import PutMode, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
-from pysparklog.storage.object_log import APPLIED_FILE, ObjectPartitionLog
+from pysparklog.storage.objects.commit_log import CommitLog
+from pysparklog.storage.objects.log import APPLIED_FILE, ObjectPartitionLog
+from pysparklog.storage.objects.sealing import Manifest, Manifests
 from pysparklog.storage.records.arrow_records import encode_arrow
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.retention import run_retention
-from pysparklog.storage.sealing import Manifest, Manifests
 from tests.cli.test_dump_log import assert_like_kafka
 from tests.conftest import BUCKET, keyed_table, read_all
 from tests.interop.kafka_tools import DumpLogSegments
@@ -74,8 +74,8 @@ def test_the_log_end_offset_is_known_without_following_the_commits(remote: Objec
         writer.append_arrow(keyed_table(4, start=4 * i))
     writer.raise_log_start_offset(2)
     assert planner.log_end_offset == 12
-    assert PartitionLog.view(planner).log_end_offset == 0, "the planner's replica followed nothing"
-    assert planner.log_start_offset == 2 and PartitionLog.view(planner).log_end_offset == 12
+    assert planner.local.view().log_end_offset == 0, "the planner's replica followed nothing"
+    assert planner.log_start_offset == 2 and planner.local.view().log_end_offset == 12
 
 
 def test_log_append_time_is_stamped_once_and_every_replica_keeps_it(remote: ObjectStorage, tmp_path: Path) -> None:

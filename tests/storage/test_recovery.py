@@ -48,14 +48,14 @@ def _append_raw(log: PartitionLog, data: bytes) -> None:
 
 
 def test_a_torn_tail_is_invisible_to_readers_and_cut_by_the_next_writer(tmp_path: Path) -> None:
-    log = LogDirectory(tmp_path).partition("t", 0)
+    log = LogDirectory(tmp_path).partition("t", 0).local
     log.append_arrow(keyed_table(100), BatchSettings(max_batch_bytes=2000))
     torn = next(encode_arrow(keyed_table(50, start=100))).data.tobytes()
     _append_raw(log, torn[: len(torn) // 2])
     assert read_all(log).column("offset").to_pylist() == list(range(100))
     assert log.log_end_offset == 100
 
-    writer = LogDirectory(tmp_path).partition("t", 0)
+    writer = LogDirectory(tmp_path).partition("t", 0).local
     info = writer.append_arrow(keyed_table(10, start=100))
     assert (info.first_offset, info.last_offset) == (100, 109)
     segment = writer.segments()[-1]
@@ -65,7 +65,7 @@ def test_a_torn_tail_is_invisible_to_readers_and_cut_by_the_next_writer(tmp_path
 
 
 def test_a_whole_unacknowledged_batch_is_kept_like_kafka_recovery_keeps_it(tmp_path: Path) -> None:
-    log = LogDirectory(tmp_path).partition("t", 0)
+    log = LogDirectory(tmp_path).partition("t", 0).local
     log.append_arrow(keyed_table(10))
     # A writer appended a complete batch at offset 10 and died before acknowledging it.
     batch = bytearray(next(encode_arrow(keyed_table(5, start=10))).data.tobytes())
@@ -80,7 +80,7 @@ def test_a_whole_unacknowledged_batch_is_kept_like_kafka_recovery_keeps_it(tmp_p
 
 def test_missing_and_corrupt_indexes_are_rebuilt_identically(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=30_000, index_interval_bytes=1000)
-    log = LogDirectory(tmp_path, config).partition("t", 0)
+    log = LogDirectory(tmp_path, config).partition("t", 0).local
     for i in range(6):
         log.append_arrow(keyed_table(100, start=i * 100), BatchSettings(max_batch_bytes=1200))
     segments = log.segments()
@@ -96,7 +96,7 @@ def test_missing_and_corrupt_indexes_are_rebuilt_identically(tmp_path: Path) -> 
         f.write(b"\xff" * 8)  # a first entry far past the log: fails the sanity check
     os.remove(segments[-1].index_path)
 
-    fresh = LogDirectory(tmp_path, config).partition("t", 0)
+    fresh = LogDirectory(tmp_path, config).partition("t", 0).local
     fresh.recover()
     for seg in segments[:-1]:
         for path in (seg.index_path, seg.time_index_path):
@@ -110,17 +110,17 @@ def test_missing_and_corrupt_indexes_are_rebuilt_identically(tmp_path: Path) -> 
 
 def test_without_a_state_record_the_writer_recovers_from_the_files(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=20_000)
-    log = LogDirectory(tmp_path, config).partition("t", 0)
+    log = LogDirectory(tmp_path, config).partition("t", 0).local
     log.append_arrow(keyed_table(400), BatchSettings(max_batch_bytes=1500))
     os.remove(os.path.join(log.directory, STATE_FILE))
     assert log.log_end_offset == 400, "readers derive the end from the files"
-    again = LogDirectory(tmp_path, config).partition("t", 0)
+    again = LogDirectory(tmp_path, config).partition("t", 0).local
     assert again.append_arrow(keyed_table(5, start=400)).first_offset == 400
     assert read_all(again).num_rows == 405
 
 
 def test_after_a_reboot_unflushed_garbage_is_truncated(tmp_path: Path) -> None:
-    log = LogDirectory(tmp_path).partition("t", 0)
+    log = LogDirectory(tmp_path).partition("t", 0).local
     log.append_arrow(keyed_table(50), BatchSettings(max_batch_bytes=1000))
     segment = log.segments()[0]
     entries = scan(segment.read_bytes(0, segment.size()))
@@ -131,7 +131,7 @@ def test_after_a_reboot_unflushed_garbage_is_truncated(tmp_path: Path) -> None:
         f.write(bytes(segment.size() - cut - 30))
     state = _state(log)
     _write_state(log, LogState(**{**{f: getattr(state, f) for f in state.__slots__}, "boot_id": b"another-machine!"}))
-    writer = LogDirectory(tmp_path).partition("t", 0)
+    writer = LogDirectory(tmp_path).partition("t", 0).local
     first_lost = int(entries.base_offsets[5])
     assert writer.append_arrow(keyed_table(1, start=1000)).first_offset == first_lost
     assert segment.size() > cut
@@ -141,7 +141,7 @@ def test_after_a_reboot_unflushed_garbage_is_truncated(tmp_path: Path) -> None:
 
 
 def test_roll_moves_the_recovery_point_and_writes_kafka_checkpoints(tmp_path: Path) -> None:
-    log = LogDirectory(tmp_path, LogConfig(segment_bytes=10_000)).partition("t", 2)
+    log = LogDirectory(tmp_path, LogConfig(segment_bytes=10_000)).partition("t", 2).local
     log.append_arrow(keyed_table(300), BatchSettings(max_batch_bytes=1500))
     bases = [s.base_offset for s in log.segments()]
     assert len(bases) > 2
@@ -162,7 +162,7 @@ class FlushSettings(TypedDict, total=False):
 
 @pytest.mark.parametrize("settings", [{"flush_messages": 1}, {"flush_ms": 0}])
 def test_flush_policy_moves_the_recovery_point_on_every_append(tmp_path: Path, settings: FlushSettings) -> None:
-    log = LogDirectory(tmp_path, LogConfig(**settings)).partition("t", 0)
+    log = LogDirectory(tmp_path, LogConfig(**settings)).partition("t", 0).local
     for i in range(3):
         log.append_arrow(keyed_table(7, start=i * 7))
         assert _state(log).recovery_point == 7 * (i + 1)
@@ -171,7 +171,7 @@ def test_flush_policy_moves_the_recovery_point_on_every_append(tmp_path: Path, s
 
 
 def test_default_flush_policy_leaves_fsync_to_rolls(tmp_path: Path) -> None:
-    log = LogDirectory(tmp_path).partition("t", 0)
+    log = LogDirectory(tmp_path).partition("t", 0).local
     log.append_arrow(keyed_table(7))
     assert _state(log).recovery_point == 0
     log.flush()
@@ -182,7 +182,7 @@ _WRITER = """
 import sys
 from pysparklog import BatchSettings, CorruptRecordError, LogConfig, LogDirectory
 from tests.conftest import keyed_table
-log = LogDirectory(sys.argv[1], LogConfig(segment_bytes=200_000)).partition("t", 0)
+log = LogDirectory(sys.argv[1], LogConfig(segment_bytes=200_000)).partition("t", 0).local
 start = log.log_end_offset
 while True:
     info = log.append_arrow(keyed_table(200, start=start), BatchSettings(max_batch_bytes=3000))
@@ -209,7 +209,7 @@ def test_kill_9_mid_append_loses_nothing_acknowledged(tmp_path: Path) -> None:
         # A line cut by the kill is not an acknowledgement the test can read: skip it.
         lines = [line.split() for line in (first + out).splitlines(keepends=True) if line.endswith("\n")]
         acknowledged += [(int(a), int(b)) for a, b in lines]
-        log = LogDirectory(tmp_path, LogConfig(segment_bytes=200_000)).partition("t", 0)
+        log = LogDirectory(tmp_path, LogConfig(segment_bytes=200_000)).partition("t", 0).local
         table = read_all(log)
         offsets = table.column("offset").to_pylist()
         keys = table.column("key").to_pylist()
@@ -226,7 +226,7 @@ _CUT_SEGMENT_CHECK = """
 import sys
 from pysparklog import LogDirectory
 from tests.conftest import keyed_table
-log = LogDirectory(sys.argv[1]).partition("t", 0)
+log = LogDirectory(sys.argv[1]).partition("t", 0).local
 view = log.view()
 segment = log.segment(view.segment_bases[-1])
 chunks = list(segment.chunks(0, view.active_size, max_bytes=int(sys.argv[2]), verify_crc=False))
@@ -242,7 +242,7 @@ def test_a_segment_cut_inside_its_first_batch_is_read_and_recovered_without_loop
 ) -> None:
     """A machine crash kept the state record and lost the segment's data: every walk over the short file
     stops, and the next writer runs full recovery (in a child process, so that a loop fails the test)."""
-    log = LogDirectory(tmp_path).partition("t", 0)
+    log = LogDirectory(tmp_path).partition("t", 0).local
     log.append_arrow(keyed_table(10))
     log.append_arrow(keyed_table(100, start=10))
     segment = log.segments()[0]
@@ -291,15 +291,15 @@ def _damage_active_segment(log: PartitionLog, damage: str, other: PartitionLog) 
 def test_the_next_append_rebuilds_what_is_missing_or_damaged(tmp_path: Path, damage: str, writer: str) -> None:
     config = LogConfig(segment_bytes=20_000, index_interval_bytes=1000)
     logs = LogDirectory(tmp_path, config)
-    log = logs.partition("t", 0)
+    log = logs.partition("t", 0).local
     log.append_arrow(keyed_table(300), BatchSettings(max_batch_bytes=1500))
-    other = logs.partition("u", 0)
+    other = logs.partition("u", 0).local
     for i in range(30):  # another partition whose state record names other segments
         other.append_arrow(keyed_table(17, start=i * 17), BatchSettings(max_batch_bytes=1500))
     end = log.log_end_offset
     _damage_active_segment(log, damage, other)
 
-    appender = log if writer == "the same process" else LogDirectory(tmp_path, config).partition("t", 0)
+    appender = log if writer == "the same process" else LogDirectory(tmp_path, config).partition("t", 0).local
     for i in range(3):  # enough to roll
         info = appender.append_arrow(keyed_table(100, start=end + i * 100), BatchSettings(max_batch_bytes=1500))
         assert info.first_offset == end + i * 100
@@ -321,7 +321,7 @@ def test_the_next_append_rebuilds_what_is_missing_or_damaged(tmp_path: Path, dam
 @pytest.mark.parametrize("segments", ["several segments", "one segment"])
 def test_a_lost_active_log_is_recovered_by_the_next_append(tmp_path: Path, segments: str) -> None:
     config = LogConfig(segment_bytes=20_000 if segments == "several segments" else 1 << 30)
-    log = LogDirectory(tmp_path, config).partition("t", 0)
+    log = LogDirectory(tmp_path, config).partition("t", 0).local
     log.append_arrow(keyed_table(300), BatchSettings(max_batch_bytes=1500))
     lost = log.segments()[-1]
     os.remove(lost.log_path)
@@ -332,7 +332,7 @@ def test_a_lost_active_log_is_recovered_by_the_next_append(tmp_path: Path, segme
 
 
 def test_a_log_that_lost_its_segments_starts_again_at_its_log_start_offset(tmp_path: Path) -> None:
-    log = LogDirectory(tmp_path).partition("t", 0)
+    log = LogDirectory(tmp_path).partition("t", 0).local
     log.append_arrow(keyed_table(100))
     log.raise_log_start_offset(60)
     os.remove(log.segments()[0].log_path)
@@ -366,11 +366,11 @@ def test_a_damaged_log_dir_checkpoint_is_written_again_from_the_state_records(
     tmp_path: Path, name: str, damage: str, writer: str
 ) -> None:
     logs = LogDirectory(tmp_path, LogConfig(segment_bytes=20_000))
-    other = logs.partition("u", 3)
+    other = logs.partition("u", 3).local
     other.append_arrow(keyed_table(50))
     other.flush()
     other.raise_log_start_offset(20)
-    log = logs.partition("t", 0)
+    log = logs.partition("t", 0).local
     log.append_arrow(keyed_table(100))
     (tmp_path / name).write_bytes(_CHECKPOINT_DAMAGE[damage])
     with pytest.raises(CorruptRecordError, match=name):
@@ -393,7 +393,7 @@ _PARTITION_FILE_READERS: dict[str, Callable[[PosixStorage, str], object]] = {
 @pytest.mark.parametrize("name", list(_PARTITION_FILE_READERS))
 def test_damaged_partition_files_are_written_again_by_recovery(tmp_path: Path, name: str) -> None:
     logs = LogDirectory(tmp_path)
-    log = logs.partition("t", 0)
+    log = logs.partition("t", 0).local
     log.append_arrow(keyed_table(10))
     logs.partition("t", 1).append_arrow(keyed_table(10))
     topic_id = log.topic_id
@@ -402,7 +402,7 @@ def test_damaged_partition_files_are_written_again_by_recovery(tmp_path: Path, n
     path.write_bytes(b"\xff\xfe" + original[2:])
     with pytest.raises(CorruptRecordError, match=f"{name}.*not UTF-8"):
         _PARTITION_FILE_READERS[name](LOCAL, str(path))
-    new = logs.partition("t", 2)
+    new = logs.partition("t", 2).local
     new.append_arrow(keyed_table(1))  # another partition's unreadable file does not stop a new one
     log.recover()
     assert path.read_bytes() == original
@@ -410,14 +410,14 @@ def test_damaged_partition_files_are_written_again_by_recovery(tmp_path: Path, n
 
 
 def test_an_unreadable_producer_snapshot_is_passed_over_and_removed(tmp_path: Path) -> None:
-    log = LogDirectory(tmp_path, LogConfig(segment_bytes=3000)).partition("t", 0)
+    log = LogDirectory(tmp_path, LogConfig(segment_bytes=3000)).partition("t", 0).local
     producer = BatchSettings(producer_id=7, producer_epoch=0, base_sequence=0, max_batch_bytes=500)
     log.append_arrow(keyed_table(100), producer)
     snapshots = sorted(Path(log.directory).glob("*.snapshot"))
     assert len(snapshots) > 2
     latest = snapshots[-1]
     latest.write_bytes(b"\x00\x01" + bytes(10))  # a CRC that does not match
-    fresh = LogDirectory(tmp_path, LogConfig(segment_bytes=3000)).partition("t", 0)
+    fresh = LogDirectory(tmp_path, LogConfig(segment_bytes=3000)).partition("t", 0).local
     retry = fresh.append_arrow(keyed_table(100), producer)
     assert (retry.first_offset, retry.last_offset) == (0, 99), "recognised as a retry from the earlier snapshot"
     assert not latest.exists(), "the writer removed the snapshot it could not read"
@@ -431,7 +431,7 @@ def _segment_files(log: PartitionLog) -> list[str]:
 
 def test_a_segment_holding_another_segments_batches_is_an_error_then_recovered(tmp_path: Path) -> None:
     logs = LogDirectory(tmp_path, LogConfig(segment_bytes=3000))
-    log = logs.partition("t", 0)
+    log = logs.partition("t", 0).local
     log.append_arrow(keyed_table(60), BatchSettings(max_batch_records=4))
     first, second = _segment_files(log)[:2]
     # The first segment's name now holds the second's batches (offsets above the next segment's base).
@@ -444,7 +444,7 @@ def test_a_segment_holding_another_segments_batches_is_an_error_then_recovered(t
     # point) truncates at the misplaced batches, as at any invalid batch; the log is readable again.
     os.remove(os.path.join(log.directory, STATE_FILE))
     os.remove(tmp_path / checkpoints.RECOVERY_POINT_CHECKPOINT)
-    recovered = logs.partition("t", 0)
+    recovered = logs.partition("t", 0).local
     recovered.recover()
     assert recovered.log_end_offset == 0
     assert read_all(recovered).num_rows == 0
@@ -452,7 +452,7 @@ def test_a_segment_holding_another_segments_batches_is_an_error_then_recovered(t
 
 def test_offset_for_timestamp_passes_over_a_sealed_segment_whose_records_are_gone(tmp_path: Path) -> None:
     logs = LogDirectory(tmp_path, LogConfig(segment_bytes=2000))
-    log = logs.partition("t", 0)
+    log = logs.partition("t", 0).local
     log.append_arrow(keyed_table(60), BatchSettings(max_batch_records=5))
     segments = _segment_files(log)
     assert len(segments) > 2

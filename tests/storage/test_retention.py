@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysparklog import BatchSettings, InvalidOffsetError, LogConfig, LogDirectory, OffsetOutOfRangeError, PartitionLog
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_reads import SegmentInfo
 from pysparklog.storage.records.memory_records import scan
 from pysparklog.storage.retention import (
@@ -302,7 +303,7 @@ ROWS = 300
 
 def make_log(path: Path, rows: int = ROWS, **config: Any) -> PartitionLog:
     """A log of ``rows`` keyed_table records (offset i stamped FIRST_TS + i) over several segments."""
-    log = LogDirectory(path, LogConfig(segment_bytes=6000, **config)).partition("t", 0)
+    log = LogDirectory(path, LogConfig(segment_bytes=6000, **config)).partition("t", 0).local
     log.append_arrow(keyed_table(rows), SMALL_BATCHES)
     assert len(log.segments()) > 4
     return log
@@ -547,7 +548,7 @@ for i in itertools.count(1):
 """
 
 
-def check_whole_suffix(log: PartitionLog, rows: int) -> int:
+def check_whole_suffix(log: Log, rows: int) -> int:
     """The log holds offsets [log start, rows) exactly, each record whole and at its offset, in segments
     that end where the next begins; returns the log start."""
     start = log.log_start_offset

@@ -485,6 +485,7 @@ def test_delete_renames_as_kafka_does_and_fits_long_names(tmp_path: Path, monkey
     name = "n" * 249
     store.create(name, 1)
     renamed: list[str] = []
+    assert isinstance(store.storage, PosixStorage)
     real_rename = store.storage.rename
 
     def rename(src: str, dst: str) -> None:

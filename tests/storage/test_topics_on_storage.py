@@ -10,7 +10,7 @@ import pytest
 from pysparklog import LogDirectory
 from pysparklog.errors import InvalidLogDirectoryError, MetadataChangedError, TopicExistsError, UnknownTopicError
 from pysparklog.storage import checkpoints
-from pysparklog.storage.io import Storage
+from pysparklog.storage.io import FileSystemStorage, Storage
 from pysparklog.storage.topic_config import SERVER_PROPERTIES
 from pysparklog.storage.topics import TOPICS_FILE, TopicStore
 from tests.conftest import keyed_table
@@ -99,7 +99,7 @@ def test_a_deletion_a_crash_interrupted_is_finished_by_the_next_listing(storage:
 
 
 def test_a_topic_id_is_set_on_a_filesystem_and_refused_on_an_object_store(storage: Storage) -> None:
-    """On an object store a topic's id names the local replicas of its partitions (``object_log``): an id chosen
+    """On an object store a topic's id names the local replicas of its partitions (``objects.log``): an id chosen
     again could name a replica of another log, so it is never set there, and a broker could not load the partitions
     anyway."""
     logs = LogDirectory(storage)
@@ -107,7 +107,7 @@ def test_a_topic_id_is_set_on_a_filesystem_and_refused_on_an_object_store(storag
     with logs.partition("t", 1) as log:
         log.append_arrow(keyed_table(3))
     kafka_id = "fFqDVmuKQi-6-agtLR19vw"
-    if storage.in_place_writes:
+    if isinstance(storage, FileSystemStorage):
         assert logs.set_topic_id("t", kafka_id).topic_id == kafka_id
         expected = kafka_id
     else:

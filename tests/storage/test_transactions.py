@@ -18,6 +18,7 @@ from pysparklog import BatchSettings, InvalidConfigError, LogConfig, LogDirector
 from pysparklog.storage import checkpoints
 from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.index import TransactionIndex
+from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_state import STATE_FILE, LogState
 from pysparklog.storage.records.arrow_records import encode_arrow, encode_control_batch
 from pysparklog.storage.records.default_records import ControlRecordType, end_txn_marker
@@ -30,7 +31,7 @@ COMMIT, ABORT = ControlRecordType.COMMIT, ControlRecordType.ABORT
 
 
 def open_log(path: Path, **config: object) -> PartitionLog:
-    return LogDirectory(path, LogConfig(**config)).partition("t", 0)  # type: ignore[arg-type]
+    return LogDirectory(path, LogConfig(**config)).partition("t", 0).local  # type: ignore[arg-type]
 
 
 class Producers:
@@ -62,19 +63,19 @@ def at_offset(offset: int, batch: bytes) -> bytes:
     return struct.pack(">q", offset) + batch[8:]
 
 
-def offsets(log: PartitionLog, *args: int | None, committed: bool = False) -> list[int]:
+def offsets(log: Log, *args: int | None, committed: bool = False) -> list[int]:
     level = "read_committed" if committed else "read_uncommitted"
     found: list[int] = read_all(log, *args, isolation_level=level).column("offset").to_pylist()
     return found
 
 
-def txn_index(log: PartitionLog, base: int) -> list[AbortedTxn]:
+def txn_index(log: Log, base: int) -> list[AbortedTxn]:
     index = log.segment(base).indexes.transaction_index()
     rows = zip(index.producer_ids, index.first_offsets, index.last_offsets, index.last_stable_offsets, strict=True)
     return [AbortedTxn(*(int(v) for v in row)) for row in rows]
 
 
-def all_txn_index_bytes(log: PartitionLog) -> dict[str, bytes]:
+def all_txn_index_bytes(log: Log) -> dict[str, bytes]:
     return {
         name: (Path(log.directory) / name).read_bytes()
         for name in os.listdir(log.directory)
@@ -127,7 +128,7 @@ class Model:
         ]
 
 
-def check_against(log: PartitionLog, model: Model, rng: random.Random) -> None:
+def check_against(log: Log, model: Model, rng: random.Random) -> None:
     assert log.log_end_offset == model.end
     assert log.last_stable_offset == model.last_stable_offset
     assert offsets(log, committed=True) == model.committed(0, model.end)

@@ -1,6 +1,7 @@
 """The storage seam: the one way the engine reaches the bytes of a log directory.
 
-``Storage`` (``base``) is the contract; ``PosixStorage`` (``posix``) the filesystem backend and
+``Storage`` (``base``) is the contract every backend honours and ``FileSystemStorage`` what a filesystem adds
+(in-place writes, renames, locks holding a record); ``PosixStorage`` (``posix``) is the filesystem backend and
 ``ObjectStorage`` (``object_store``) the object-store one, imported only when a log directory is on an
 object store (it loads obstore, which a filesystem path never needs).
 
@@ -27,6 +28,8 @@ from pysparklog.errors import InvalidLogDirectoryError
 from pysparklog.storage.io.base import (
     LOG_DIR_LOCK,
     FileStat,
+    FileSystemLock,
+    FileSystemStorage,
     LockedRecord,
     PutMode,
     Storage,
@@ -94,6 +97,22 @@ def storage_for(location: str | os.PathLike[str] | Storage, options: Mapping[str
     return _object_storage(f"{_SCHEME_ALIASES.get(scheme, scheme)}://{rest}", options)
 
 
+def file_system_for(location: str | os.PathLike[str] | Storage) -> FileSystemStorage:
+    """The storage of a location that must be a filesystem: a Kafka log of segments changes its files in place.
+
+    Raises:
+        InvalidLogDirectoryError: The location is on an object store (whose partitions are ``ObjectPartitionLog``
+            objects, made by ``LogDirectory.partition``), or no storage serves it.
+    """
+    storage = storage_for(location)
+    if not isinstance(storage, FileSystemStorage):
+        raise InvalidLogDirectoryError(
+            f"{storage.root} is on an object store, where files cannot change in place; accepted: a filesystem path "
+            "(open a partition on an object store with LogDirectory(url).partition(topic, partition))"
+        )
+    return storage
+
+
 def _object_storage(root: str, options: Mapping[str, str] | None) -> Storage:
     """The store of ``root`` with ``options`` (those first given for it, or for a root above it, when None)."""
     from pysparklog.storage.io.object_store import ObjectStorage  # loads obstore: only for object stores
@@ -116,6 +135,8 @@ def _object_storage(root: str, options: Mapping[str, str] | None) -> Storage:
 __all__ = [
     "LOG_DIR_LOCK",
     "FileStat",
+    "FileSystemLock",
+    "FileSystemStorage",
     "LockedRecord",
     "OBJECT_STORE_SCHEMES",
     "PosixLock",
@@ -124,6 +145,7 @@ __all__ = [
     "Storage",
     "StorageLock",
     "VersionedFile",
+    "file_system_for",
     "read_if_exists",
     "storage_for",
 ]

@@ -1,18 +1,23 @@
 """The storage seam: everything the engine asks of the place a log directory lives.
 
 The engine (segments, indexes, the state record, checkpoints, topic, group, transaction and sink
-files) reaches its bytes only through a :class:`Storage`. Two kinds of backend are meant to sit behind
-it:
+files) reaches its bytes only through a :class:`Storage`. Two kinds of backend sit behind it, and the
+contract is split accordingly:
 
-- a **filesystem** (local disk, NFS): files change in place, appends extend them, and exclusion comes
-  from locks (``flock``). :class:`~pysparklog.storage.io.posix.PosixStorage` is that backend and is
-  today's behaviour.
-- an **object store** (``s3://``, ``gs://``, ``abfss://``): objects are immutable once written, an
-  append is a new object, and exclusion comes from conditional writes: create-if-absent
-  (:attr:`PutMode.CREATE`) and replace-if-version (``put(..., expected_version=...)``). Such a backend
-  says so with ``in_place_writes = False`` and does not offer ``write_at``/``append``/``truncate`` or
-  ``set_modified``; the log keeps its commit protocol on ``put`` alone there, and its locks are leases
-  made of those two writes, holding no record.
+- :class:`Storage` is what every backend honours: whole-file reads (ranged too), ``stat``, listings,
+  atomic ``put`` with its two conditions, create-if-absent (:attr:`PutMode.CREATE`) and
+  replace-if-version (``put(..., expected_version=...)``), deletes, and a lock for exclusion. An
+  **object store** (``s3://``, ``gs://``, ``abfss://``) offers exactly that: objects are immutable
+  once written, an append is a new object, the log keeps its commit protocol on ``put`` alone there,
+  and its locks are leases made of the two conditional writes, holding no record.
+- :class:`FileSystemStorage` is what a **filesystem** (local disk, NFS) adds: files change in place
+  (``write_at``, ``append``, ``truncate``, ``set_modified``, durable after ``sync``), ``rename`` is
+  atomic, and its locks (``flock``) hold a small record. A Kafka log of segments and indexes needs
+  them, so the local partition log takes a ``FileSystemStorage``;
+  :class:`~pysparklog.storage.io.posix.PosixStorage` is that backend.
+
+Code that treats the two differently asks ``isinstance(storage, FileSystemStorage)``: there is no flag
+to keep in step with the methods a backend has.
 
 Paths are strings in the backend's own form (a filesystem path, or a key below the store's root);
 :meth:`Storage.join` builds them, so no caller concatenates separators itself.
@@ -29,12 +34,12 @@ The contract, in the words an implementation must honour:
   the path exists; with ``expected_version`` it fails with the same error when the file's current
   version differs (or it does not exist). Exactly one of any number of concurrent conditional
   writers of one version wins.
-- ``write_at``/``append``/``truncate``/``set_modified`` change a file in place (filesystems only) and are durable only
-  after ``sync``.
-- ``lock(path)`` gives a lock that excludes across threads, processes and hosts sharing the directory. On a
-  filesystem it holds a small record (the lock file's own bytes) that its holders read and write; an object
-  store's lease holds none (its record refuses reads and writes) and its ``shared`` takes nothing, as readers
-  of objects that never change need no lock.
+- ``lock(path)`` gives a lock that excludes across threads, processes and hosts sharing the directory. An
+  object store's lease holds no record (what its ``exclusive`` yields refuses reads and writes) and its
+  ``shared`` takes nothing, as readers of objects that never change need no lock.
+- a filesystem's ``write_at``/``append``/``truncate``/``set_modified`` change a file in place and are durable
+  only after ``sync``; its lock holds a small record (the lock file's own bytes) that its holders read and
+  write (:class:`FileSystemLock`).
 """
 
 from __future__ import annotations
@@ -90,7 +95,33 @@ class LockedRecord(Protocol):
 
 @runtime_checkable
 class StorageLock(Protocol):
-    """A lock excluding across threads, processes and hosts, on one file of the directory."""
+    """A lock excluding across threads, processes and hosts, on one file of the directory.
+
+    What a holding yields is the backend's: a filesystem's lock holds a record (``FileSystemLock``), an object
+    store's lease none, so code written for every backend only uses the exclusion.
+    """
+
+    def exclusive(self) -> AbstractContextManager[object]:
+        """Hold the lock alone (creating its file, and the directory holding it, on first use)."""
+        ...
+
+    def try_exclusive(self) -> AbstractContextManager[object | None]:
+        """Hold it alone if nobody holds it now; None (holding nothing) otherwise."""
+        ...
+
+    def shared(self) -> AbstractContextManager[object | None]:
+        """Hold it with other readers; None (holding nothing) when no writer ever created the file, or when the
+        backend's readers need no lock (an object store's objects never change)."""
+        ...
+
+    def close(self) -> None:
+        """Release the resources the lock keeps between uses."""
+        ...
+
+
+@runtime_checkable
+class FileSystemLock(StorageLock, Protocol):
+    """A filesystem's lock (``flock``): its holders read and write the small record the lock file holds."""
 
     def exclusive(self) -> AbstractContextManager[LockedRecord]:
         """Hold the lock alone (creating its file, and the directory holding it, on first use)."""
@@ -104,21 +135,13 @@ class StorageLock(Protocol):
         """Hold it with other readers; None (holding nothing) when no writer ever created the file."""
         ...
 
-    def close(self) -> None:
-        """Release the resources the lock keeps between uses."""
-        ...
-
 
 @runtime_checkable
 class Storage(Protocol):
-    """One log directory's storage (see the module docstring for the contract)."""
+    """One log directory's storage: what every backend honours (see the module docstring for the contract)."""
 
     root: str
     """Where the log directory is: a filesystem path, or the store's URL."""
-
-    in_place_writes: bool
-    """True where ``write_at``/``append``/``truncate`` work and a lock holds a record (filesystems); False on
-    object stores."""
 
     def join(self, *parts: str) -> str:
         """The path of ``parts`` below the root (``join()`` is the root itself)."""
@@ -164,10 +187,6 @@ class Storage(Protocol):
         """
         ...
 
-    def rename(self, source: str, target: str) -> None:
-        """Move a file, replacing ``target``; ``FileNotFoundError`` when ``source`` is missing."""
-        ...
-
     def delete(self, path: str) -> bool:
         """Remove a file; False when it was already gone."""
         ...
@@ -180,7 +199,29 @@ class Storage(Protocol):
         """Remove a directory and everything below it; a concurrent removal is no error."""
         ...
 
-    # -- in-place writes (filesystems) ----------------------------------------------------------
+    def remove_interrupted_puts(self, path: str) -> None:
+        """Remove what a ``put`` of ``path`` killed mid-write left: a filesystem's ``put`` writes a temporary file
+        first, an object store's leaves nothing. Only for a caller holding the lock every writer of ``path``
+        holds, so that no ``put`` is under way."""
+        ...
+
+    # -- exclusion ------------------------------------------------------------------------------
+
+    def lock(self, path: str) -> StorageLock:
+        """The lock whose file is ``path`` (on an object store, the lease object)."""
+        ...
+
+
+@runtime_checkable
+class FileSystemStorage(Storage, Protocol):
+    """A filesystem's storage: the common contract, plus files changed in place, atomic renames and locks
+    holding a record, which a Kafka log of segments, indexes and a state record is made of."""
+
+    def rename(self, source: str, target: str) -> None:
+        """Move a file, replacing ``target``; ``FileNotFoundError`` when ``source`` is missing."""
+        ...
+
+    # -- in-place writes ------------------------------------------------------------------------
 
     def write_at(self, path: str, position: int, data: bytes | memoryview) -> None:
         """Write ``data`` at ``position``, creating the file; a partial write is undone before raising."""
@@ -195,7 +236,8 @@ class Storage(Protocol):
         ...
 
     def sync(self, path: str) -> None:
-        """Make a file's in-place writes durable (fsync); a missing file is no error."""
+        """Make a file's in-place writes, or a directory's new entries and renames, durable (fsync); a missing
+        file is no error."""
         ...
 
     def set_modified(self, path: str, modified_ms: int) -> None:
@@ -203,8 +245,8 @@ class Storage(Protocol):
         replaces, which time retention goes by (Kafka's ``File.setLastModified``)."""
         ...
 
-    def lock(self, path: str) -> StorageLock:
-        """The lock whose file is ``path`` (on an object store, the lease object)."""
+    def lock(self, path: str) -> FileSystemLock:
+        """The ``flock`` whose file is ``path``, holding the file's bytes as its record."""
         ...
 
 

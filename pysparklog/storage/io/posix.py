@@ -164,8 +164,6 @@ class PosixStorage:
         root: The directory (made absolute; created by the first write below it).
     """
 
-    in_place_writes = True
-
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.path.abspath(os.fspath(root))
 
@@ -287,6 +285,12 @@ class PosixStorage:
 
     def delete_tree(self, path: str) -> None:
         shutil.rmtree(path, onerror=_ignore_missing)
+
+    def remove_interrupted_puts(self, path: str) -> None:
+        directory, name = os.path.split(path)
+        for entry in self.list(directory):
+            if entry.startswith(f"{name}.tmp."):
+                self.delete(os.path.join(directory, entry))
 
     # -- in-place writes ------------------------------------------------------------------------
 

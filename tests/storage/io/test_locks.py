@@ -14,8 +14,9 @@ import pytest
 
 from pysparklog.errors import InvalidConfigError, PySparkLogError
 from pysparklog.storage.io import Storage, StorageLock, read_if_exists
-from pysparklog.storage.io import object_store as object_store_module
-from pysparklog.storage.io.object_store import LEASE_MS, ObjectLease, ObjectStorage
+from pysparklog.storage.io.object_store import ObjectStorage
+from pysparklog.storage.objects import lease as lease_module
+from pysparklog.storage.objects.lease import LEASE_MS, ObjectLease
 from tests.conftest import BUCKET
 from tests.storage.conftest import BACKENDS, run_processes
 
@@ -155,13 +156,13 @@ def test_a_release_near_the_lease_end_never_deletes(s3: ObjectStorage, monkeypat
     path = s3.join(".lock")
     late = int(time.time() * 1000) + LEASE_MS  # the clock at the release: the lease about to end
     with s3.lock(path).exclusive():
-        monkeypatch.setattr(object_store_module, "_now_ms", lambda: late)
+        monkeypatch.setattr(lease_module, "_now_ms", lambda: late)
     assert json.loads(s3.read(path))["expires_ms"] == 0, "written back ended"
     monkeypatch.undo()
     with s3.lock(path).try_exclusive() as record:
         assert record is not None, "an ended lease is taken at once"
         s3.put(path, _another_holder())
-        monkeypatch.setattr(object_store_module, "_now_ms", lambda: late)
+        monkeypatch.setattr(lease_module, "_now_ms", lambda: late)
     assert json.loads(s3.read(path))["owner"] == "another"
 
 
@@ -188,9 +189,9 @@ def test_the_lease_lasts_what_the_environment_says_when_the_store_is_made(
     s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = str(tmp_path / "logs")
-    monkeypatch.delenv(object_store_module.LEASE_MS_VARIABLE, raising=False)
+    monkeypatch.delenv(lease_module.LEASE_MS_VARIABLE, raising=False)
     assert _lease_of(BACKENDS["s3"](root)).lease_ms == LEASE_MS
-    monkeypatch.setenv(object_store_module.LEASE_MS_VARIABLE, " 1500 ")
+    monkeypatch.setenv(lease_module.LEASE_MS_VARIABLE, " 1500 ")
     storage = BACKENDS["s3"](root)
     lease = _lease_of(storage)
     assert lease.lease_ms == 1500
@@ -203,6 +204,6 @@ def test_the_lease_lasts_what_the_environment_says_when_the_store_is_made(
 def test_a_lease_length_not_accepted_fails_when_the_store_is_made(
     value: str, s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(object_store_module.LEASE_MS_VARIABLE, value)
+    monkeypatch.setenv(lease_module.LEASE_MS_VARIABLE, value)
     with pytest.raises(InvalidConfigError, match=rf"PYSPARKLOG_LEASE_MS='{value}' is invalid; accepted: an integer"):
         BACKENDS["s3"](str(tmp_path / "logs"))

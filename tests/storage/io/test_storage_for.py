@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pysparklog.errors import InvalidLogDirectoryError
-from pysparklog.storage.io import PosixStorage, storage_for
+from pysparklog.storage.io import FileSystemStorage, PosixStorage, storage_for
 from pysparklog.storage.io.object_store import ObjectStorage
 from tests.conftest import BUCKET
 
@@ -36,7 +36,7 @@ def test_an_object_store_url(location: str, root: str) -> None:
     storage = storage_for(location)
     assert isinstance(storage, ObjectStorage)
     assert storage.root == root
-    assert not storage.in_place_writes
+    assert not isinstance(storage, FileSystemStorage)
 
 
 @pytest.mark.parametrize(

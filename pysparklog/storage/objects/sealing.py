@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import crc32c as _crc32c
 
 from pysparklog.errors import CorruptRecordError, StorageConflictError
-from pysparklog.storage.commit_log import NUMBER_DIGITS
 from pysparklog.storage.io import PutMode, Storage, read_if_exists
+from pysparklog.storage.objects.commit_log import NUMBER_DIGITS
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from pysparklog.storage.segment import filename_prefix
 

@@ -48,19 +48,21 @@ import pyarrow as pa
 
 from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError, StorageConflictError
 from pysparklog.storage import checkpoints
-from pysparklog.storage.commit_log import Commit, CommitLog
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.io import LockedRecord, Storage, read_if_exists
-from pysparklog.storage.log import PartitionLog
+from pysparklog.storage.io import FileSystemStorage, LockedRecord, Storage, read_if_exists
+from pysparklog.storage.log import DEFAULT_MAX_CHUNK_BYTES, PartitionLog, ReadRequest, arrow_pieces
+from pysparklog.storage.log_reads import SegmentInfo
 from pysparklog.storage.log_state import LogView
 from pysparklog.storage.log_writer import AppendInfo
+from pysparklog.storage.objects.commit_log import Commit, CommitLog
+from pysparklog.storage.objects.sealing import SEALED, Manifest, Manifests, SealedSegment
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
+from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches
 from pysparklog.storage.records.memory_records import scan, verify_crcs
-from pysparklog.storage.sealing import SEALED, Manifest, Manifests, SealedSegment
-from pysparklog.storage.segment import LOG_SUFFIX, filename_prefix
+from pysparklog.storage.segment import LOG_SUFFIX, LogSegment, filename_prefix
 from pysparklog.storage.segment_indexes import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from pysparklog.storage.transaction_index import AbortedTxn
-from pysparklog.storage.validator import Batches
+from pysparklog.storage.transaction_index import READ_UNCOMMITTED, AbortedTxn
+from pysparklog.storage.validator import Batches, checked_batches
 
 #: The environment variable naming the directory of the replicas (default: the user's cache directory).
 CACHE_DIR_VARIABLE = "PYSPARKLOG_CACHE_DIR"
@@ -140,8 +142,13 @@ def replica_directory(root: str, cache_dir: str | None = None) -> str:
     return os.path.join(cache_root(cache_dir), digest)
 
 
-class ObjectPartitionLog(PartitionLog):
+class ObjectPartitionLog:
     """One partition of a log directory on an object store, read through a local replica.
+
+    It *has* a local ``PartitionLog``, its replica, rather than being one: every read follows the commits into
+    the replica first, every write is a commit, and the maintenance the engine runs (retention, the cleaner) is
+    done the object store's way, so each method says what it does with the replica and nothing acts on the
+    replica alone by inheritance.
 
     Args:
         storage: The log directory's object storage.
@@ -171,7 +178,14 @@ class ObjectPartitionLog(PartitionLog):
             path = f"{remote_directory}/{checkpoints.PARTITION_METADATA}"
             topic_id = checkpoints.read_partition_metadata(storage, path)
         replicas = os.path.join(replica_directory(storage.root, cache_dir), topic_id or _NO_TOPIC_ID)
-        super().__init__(os.path.join(replicas, f"{topic}-{partition}"), config, checkpoint_dir=replicas)
+        self._config_source = config or LogConfig()
+        # The replica asks this log for its configs, so that a follow asks the topic's metadata once.
+        self._replica = PartitionLog(
+            os.path.join(replicas, f"{topic}-{partition}"), self._config, checkpoint_dir=replicas
+        )
+        self.topic, self.partition = topic, partition
+        self.directory = self._replica.directory
+        self.checkpoint_dir = replicas
         self.remote = storage
         self.remote_directory = remote_directory
         self._topic_id = topic_id
@@ -187,14 +201,26 @@ class ObjectPartitionLog(PartitionLog):
         self.seal_commits = seal_commits
         self._committed_log_start = 0  # the highest log start of the commits this object applied
         self._following_config: LogConfig | None = None  # the configs while following, asked once
-        self._applied = self.storage.lock(f"{self.directory}/{APPLIED_FILE}")
+        self._applied = self._replica.storage.lock(f"{self._replica.directory}/{APPLIED_FILE}")
 
     def __repr__(self) -> str:
         return f"ObjectPartitionLog({self.remote_directory!r})"
 
+    @property
+    def local(self) -> PartitionLog:
+        """The replica: a filesystem partition log holding exactly the commits applied so far, as the last
+        follow left it (``follow`` brings it up to the last commit)."""
+        return self._replica
+
     def close(self) -> None:
         self._applied.close()
-        super().close()
+        self._replica.close()
+
+    def __enter__(self) -> ObjectPartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- following the commits -----------------------------------------------------------------
 
@@ -228,7 +254,7 @@ class ObjectPartitionLog(PartitionLog):
 
     def _start_over(self, record: LockedRecord) -> None:
         """Empty the replica, to be filled again from the commits and the sealed segments."""
-        self.truncate_fully_and_start_at(0)
+        self._replica.truncate_fully_and_start_at(0)
         record.write(_APPLIED.pack(-1, 0))
 
     def _apply_commits(self, record: LockedRecord, last: Commit | None) -> int:
@@ -264,10 +290,10 @@ class ObjectPartitionLog(PartitionLog):
                     file=self._commits.path(applied + 1),
                 )
             try:
-                self._download_sealed(manifest, self)
+                self._download_sealed(manifest, self._replica)
             except FileNotFoundError:
                 continue  # a newer manifest replaced those segments (compaction, retention) meanwhile
-            if manifest.log_start_offset > PartitionLog.view(self).log_start_offset:
+            if manifest.log_start_offset > self._replica.view().log_start_offset:
                 self._apply_log_start(manifest.log_start_offset)
             record.write(_APPLIED.pack(manifest.commit, manifest.end_offset))
             return manifest.commit, manifest.end_offset
@@ -299,10 +325,10 @@ class ObjectPartitionLog(PartitionLog):
             if snapshot is not None:
                 log.storage.put(f"{end_prefix}{SNAPSHOT_SUFFIX}", snapshot)
         log.recover()
-        if PartitionLog.view(log).log_end_offset != manifest.end_offset:
+        if log.view().log_end_offset != manifest.end_offset:
             raise CorruptRecordError(
                 f"the sealed segments of manifest {manifest.generation} end at "
-                f"{PartitionLog.view(log).log_end_offset}, not at its end offset {manifest.end_offset}",
+                f"{log.view().log_end_offset}, not at its end offset {manifest.end_offset}",
                 file=self._manifests.path(manifest.generation),
             )
 
@@ -314,7 +340,7 @@ class ObjectPartitionLog(PartitionLog):
         the last commit it holds whole.
         """
         applied, end = _applied(record)
-        replica_end = PartitionLog.view(self).log_end_offset
+        replica_end = self._replica.view().log_end_offset
         if replica_end >= end:
             return applied, end
         number = applied
@@ -339,7 +365,7 @@ class ObjectPartitionLog(PartitionLog):
             return
         if body.end_offset == body.base_offset:
             return
-        replica_end = PartitionLog.view(self).log_end_offset
+        replica_end = self._replica.view().log_end_offset
         if replica_end == body.end_offset:
             return  # applied by a process that died before recording it
         buf = np.frombuffer(bytearray(body.batches), dtype=np.uint8)  # writable: the replica numbers it again
@@ -351,44 +377,76 @@ class ObjectPartitionLog(PartitionLog):
                 file=self.remote_directory,
             )
         try:
-            self.append_replica(Batches(buf, entries), body.base_offset)
+            self._replica.append_replica(Batches(buf, entries), body.base_offset)
         except InvalidOffsetError as error:
             raise _OutOfStep(str(error)) from None
 
     def _apply_log_start(self, offset: int) -> None:
         """Raise the replica's log start and retire its segments wholly below it, as retention would."""
-        PartitionLog.raise_log_start_offset(self, offset)
-        view = PartitionLog.view(self)
-        bases = list(view.segment_bases)
+        self._replica.raise_log_start_offset(offset)
+        bases = list(self._replica.view().segment_bases)
         below = [base for base, following in zip(bases, bases[1:], strict=False) if following <= offset]
         if below:
-            PartitionLog.delete_segments(self, below)
+            self._replica.delete_segments(below)
 
     # -- reading: the replica, once it has followed -------------------------------------------------
 
     def view(self) -> LogView:
+        """The replica's view once it has followed the commits (``PartitionLog.view``)."""
         self.follow()
-        return super().view()
+        return self._replica.view()
 
-    def _read_arrow(
+    def segments(self) -> list[LogSegment]:
+        """The replica's segments once it has followed the commits."""
+        return [self._replica.segment(base) for base in self.view().segment_bases]
+
+    def segment(self, base: int) -> LogSegment:
+        """The replica's segment at ``base``, as the last follow left it."""
+        return self._replica.segment(base)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.view().log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The last stable offset once the replica has followed (``PartitionLog.last_stable_offset``)."""
+        return self._replica.last_stable(self.view())
+
+    def read_arrow(
         self,
-        start_offset: int | None,
-        end_offset: int | None,
-        include_headers: bool,
-        max_chunk_bytes: int,
-        committed: bool,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        *,
+        include_headers: bool = False,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+        isolation_level: str = READ_UNCOMMITTED,
     ) -> Iterator[pa.RecordBatch]:
-        if end_offset is None or not self._holds(end_offset, committed):
+        """The replica's ``read_arrow``, once it has followed the commits as far as the read needs.
+
+        Raises:
+            The errors of ``PartitionLog.read_arrow``.
+        """
+        request = ReadRequest.checked(start_offset, end_offset, include_headers, max_chunk_bytes, isolation_level)
+        return self._followed_read(request)
+
+    def _followed_read(self, request: ReadRequest) -> Iterator[pa.RecordBatch]:
+        if request.end_offset is None or not self._holds(request.end_offset, request.committed):
             self.follow()
-        yield from super()._read_arrow(start_offset, end_offset, include_headers, max_chunk_bytes, committed)
+        yield from self._replica.read_checked(request)
 
     def _holds(self, end_offset: int, committed: bool) -> bool:
         """Whether the replica already holds every record below ``end_offset`` (stable ones, for ``committed``):
         then a read up to it needs no request, as a Spark task reading a range its driver planned on a host
         whose replica followed that far. The replica holds exactly the commits up to one, so what it holds
         below its end cannot change (retention aside, which a read then finds out of range)."""
-        view = PartitionLog.view(self)
-        return end_offset <= (self._last_stable(view) if committed else view.log_end_offset)
+        view = self._replica.view()
+        return end_offset <= (self._replica.last_stable(view) if committed else view.log_end_offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """Kafka's ListOffsets, on the replica once it has followed (``PartitionLog.offset_for_timestamp``)."""
+        self.follow()
+        return self._replica.offset_for_timestamp(timestamp)
 
     @property
     def log_end_offset(self) -> int:
@@ -403,17 +461,32 @@ class ObjectPartitionLog(PartitionLog):
     @property
     def config(self) -> LogConfig:
         """The configs in force, asked once per follow (each ask reads the topic's metadata objects)."""
-        return self._following_config if self._following_config is not None else super().config
+        return self._config()
+
+    def _config(self) -> LogConfig:
+        if self._following_config is not None:
+            return self._following_config
+        source = self._config_source
+        return source() if callable(source) else source
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The replica's aborted transactions once it has followed (``PartitionLog.aborted_transactions``)."""
         self.follow()
-        return super().aborted_transactions(start_offset, end_offset)
+        return self._replica.aborted_transactions(start_offset, end_offset)
 
     @property
     def topic_id(self) -> str | None:
         return self._topic_id
 
     # -- writing: a commit per append --------------------------------------------------------------
+
+    def append_arrow(self, data: pa.Table | pa.RecordBatch, settings: BatchSettings | None = None) -> AppendInfo:
+        """Encode Arrow rows and append them as one commit (``PartitionLog.append_arrow`` has the rules)."""
+        return self._append_all(arrow_pieces(data, settings, self.config.max_message_bytes))
+
+    def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:
+        """Append complete v2 record batches as one commit (``PartitionLog.append`` has the rules)."""
+        return self._append_all([checked_batches(batches, self.config.max_message_bytes)])
 
     def _append_all(self, pieces: Sequence[Batches]) -> AppendInfo:
         """Commit the checked pieces as one append, then apply the commit to the replica."""
@@ -428,7 +501,7 @@ class ObjectPartitionLog(PartitionLog):
                 latest = self._commits.latest()  # none made or found yet, or the shared replica is past it
             base = self._apply_through(record, latest)
             try:
-                batches, info = self.prepared_append(pieces)
+                batches, info = self._replica.prepared_append(pieces)
             except PySparkLogError:
                 # Checked against the last commit this process knows of, which others may have followed (their
                 # batches may be what this one's sequence follows): refused only against the log's end.
@@ -436,7 +509,7 @@ class ObjectPartitionLog(PartitionLog):
                     raise
                 latest = self._commits.latest()
                 base = self._apply_through(record, latest)
-                batches, info = self.prepared_append(pieces)
+                batches, info = self._replica.prepared_append(pieces)
             following = latest.number if latest is not None else -1
             if not len(batches.entries):
                 return info  # every batch repeats one already in the log
@@ -446,12 +519,12 @@ class ObjectPartitionLog(PartitionLog):
                 if previous is not None and previous.number != following:
                     base = self._apply_through(record, previous)
                     following = previous.number
-                    batches, info = self.prepared_append(pieces)
+                    batches, info = self._replica.prepared_append(pieces)
                 end = base + int((batches.entries.last_offset_deltas + 1).sum())
                 return PartitionCommit(CommitKind.BATCHES, base, end, _NO_LOG_START, batches.buf.tobytes()).encode()
 
             commit = self._commits.append(build, after=latest)
-            self.append_replica(batches, base)
+            self._replica.append_replica(batches, base)
             record.write(_APPLIED.pack(commit.number, PartitionCommit.decode(commit, "").end_offset))
         if commit.number - self._sealed_through >= self.seal_commits:
             self._manifests.latest()  # another process may have sealed them
@@ -461,6 +534,23 @@ class ObjectPartitionLog(PartitionLog):
 
     def flush(self) -> None:
         """Nothing to do: an append is durable when its commit is written."""
+
+    # -- maintenance: retention and the cleaner, the object store's way -------------------------------
+
+    def segment_infos(self) -> list[SegmentInfo]:
+        """The replica's segments once it has followed: what retention decides on (its deletions are commits,
+        ``delete_segments``)."""
+        self.follow()
+        return self._replica.segment_infos()
+
+    def roll(self) -> bool:
+        """Roll the replica's active segment, as retention does before retiring every segment: the log start
+        then moves past it by a commit (``delete_segments``)."""
+        return self._replica.roll()
+
+    def remove_deleted_files(self, now_ms: int | None = None) -> int:
+        """Remove the replica's retired files (an object store's own are deleted when a manifest retires them)."""
+        return self._replica.remove_deleted_files(now_ms)
 
     # -- sealing ------------------------------------------------------------------------------------
 
@@ -486,16 +576,16 @@ class ObjectPartitionLog(PartitionLog):
         scratch = ObjectPartitionLog(self.remote, self.topic, self.partition, self.config, cache_dir=scratch_root)
         try:
             if previous is not None:
-                scratch.truncate_fully_and_start_at(previous.end_offset, self._manifests.snapshot(previous))
+                scratch._replica.truncate_fully_and_start_at(previous.end_offset, self._manifests.snapshot(previous))
             with scratch._applied.exclusive() as record:
                 if previous is not None:
                     record.write(_APPLIED.pack(previous.commit, previous.end_offset))
                 end = scratch._apply_through(record, latest)
-            PartitionLog.roll(scratch)
+            scratch._replica.roll()
             log_start = max(scratch._committed_log_start, previous.log_start_offset if previous is not None else 0)
             earlier = previous.segments if previous is not None else ()
             manifest = self._publish(
-                scratch,
+                scratch._replica,
                 generation,
                 end,
                 lambda snapshot, segments: Manifest(
@@ -513,7 +603,7 @@ class ObjectPartitionLog(PartitionLog):
                 return None
         finally:
             scratch.close()
-            scratch.storage.delete_tree(scratch_root)
+            scratch._replica.storage.delete_tree(scratch_root)
         if previous is not None:
             self._retire(previous, manifest)
         return manifest
@@ -529,7 +619,7 @@ class ObjectPartitionLog(PartitionLog):
         directory, then create ``manifest_of(snapshot path, segments)`` if absent; None, with the uploads deleted,
         when another process created that generation first."""
         sealed_dir = f"{SEALED}/{generation}-{self._sealer_id}"
-        bases = list(PartitionLog.view(scratch).segment_bases)
+        bases = list(scratch.view().segment_bases)
         segments = [SealedSegment(b, e, sealed_dir) for b, e in zip(bases, bases[1:], strict=False)]
         uploaded = self._upload(scratch, sealed_dir, segments, end)
         manifest = manifest_of(f"{sealed_dir}/{filename_prefix(end)}{SNAPSHOT_SUFFIX}", segments)
@@ -579,7 +669,7 @@ class ObjectPartitionLog(PartitionLog):
         with self._applied.exclusive() as record:
             latest = self._commits.latest()
             end = self._apply_through(record, latest)
-            start = PartitionLog.view(self).log_start_offset
+            start = self._replica.view().log_start_offset
             if not 0 <= offset <= end:
                 raise InvalidOffsetError(
                     f"cannot delete records of {self.topic}-{self.partition} below offset {offset}: accepted 0 to "
@@ -599,12 +689,12 @@ class ObjectPartitionLog(PartitionLog):
             commit = self._commits.append(build, after=latest)
             self._apply_log_start(PartitionCommit.decode(commit, "").log_start_offset)
             record.write(_APPLIED.pack(commit.number, end))
-            return PartitionLog.view(self).log_start_offset
+            return self._replica.view().log_start_offset
 
     def delete_segments(self, bases: Sequence[int]) -> int:
         """Retention on an object store: the log start moves past ``bases`` by a commit, and every replica
         retires the segments below it."""
-        segment_bases = list(PartitionLog.view(self).segment_bases)
+        segment_bases = list(self._replica.view().segment_bases)
         if list(bases) != segment_bases[: len(bases)] or len(bases) >= len(segment_bases):
             raise InvalidOffsetError(
                 f"segments {list(bases)} of {self.topic}-{self.partition} are not its oldest inactive segments"
@@ -643,7 +733,7 @@ class ObjectPartitionLog(PartitionLog):
                 cleaned = checkpoints.read_offset_checkpoint(scratch.storage, cleaner_checkpoint).get(tp, 0)
                 compacted = self._publish_compacted(manifest, scratch, cleaned)
                 with self._applied.exclusive() as record:  # this host's replica takes the compacted segments
-                    self._download_sealed(compacted, self)
+                    self._download_sealed(compacted, self._replica)
                     record.write(_APPLIED.pack(compacted.commit, compacted.end_offset))
         finally:
             scratch.close()
@@ -686,7 +776,7 @@ def _applied(record: LockedRecord) -> tuple[int, int]:
     return int(applied), int(end)
 
 
-def _copy(source: Storage, path: str, target: Storage, target_path: str, suffix: str) -> None:
+def _copy(source: Storage, path: str, target: FileSystemStorage, target_path: str, suffix: str) -> None:
     """Copy one sealed file down, a ``.log`` a chunk at a time; a ``.txnindex`` or ``.snapshot`` may be absent.
 
     Raises:

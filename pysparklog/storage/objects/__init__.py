@@ -1,0 +1,14 @@
+"""The object-store wing of the engine: a partition log on an object store, and what it is made of.
+
+A filesystem's partition log (``pysparklog.storage.log``) changes its files in place under an ``flock``; an object
+store offers neither (``pysparklog.storage.io.base``: it is a ``Storage``, not a ``FileSystemStorage``). So a
+partition there is kept another way, in the modules of this package (docs/object-storage.md):
+
+- ``commit_log``: numbered commit objects created only if absent, the sequencer of every append (``CommitLog``);
+- ``sealing``: commits sealed into Kafka segments under numbered manifests (``Manifests``);
+- ``lease``: the lock of an object store, a lease made of its two conditional writes (``ObjectLease``);
+- ``log``: the partition log on commits (``ObjectPartitionLog``), read through a local replica: a filesystem
+  partition log below the cache directory, holding exactly the commits applied.
+
+Nothing here is imported until a log directory on an object store is opened.
+"""
