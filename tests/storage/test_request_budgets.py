@@ -12,6 +12,8 @@ Budgets (docs/object-storage.md, "Cost at steady state"):
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,6 +27,7 @@ from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
 from tests.conftest import CountedS3
+from tests.s3_server import REPO
 
 PARTITION_COUNTS = (4, 64)
 
@@ -75,12 +78,32 @@ def test_planning_an_unchanged_topic_probes_each_partition_once(
 
     assert plan() == {TopicPartition("t", p): 1 for p in range(partitions)}  # the first planning learns each chain
     proxy = counted_s3.proxy
-    for _trigger in range(2):
+    for ends in (1, 2):
+        for _trigger in range(2):
+            before = proxy.mark()
+            assert plan() == {TopicPartition("t", p): ends for p in range(partitions)}
+            assert proxy.count(since=before) <= partitions, proxy.summary(since=before)
+            assert proxy.count(since=before, method="PUT") == 0
+            assert proxy.count(since=before, path_contains="/commits/") == proxy.count(since=before), "probes only"
+        # Another process appends to every partition: the next planning finds the new commits by their probes
+        # (and reads their headers), and the one after is one probe per partition again.
+        _append_to_each_partition_elsewhere(counted_s3, partitions)
         before = proxy.mark()
-        assert plan() == {TopicPartition("t", p): 1 for p in range(partitions)}
-        assert proxy.count(since=before) <= partitions, proxy.summary(since=before)
-        assert proxy.count(since=before, method="PUT") == 0
-        assert proxy.count(since=before, path_contains="/commits/") == proxy.count(since=before), "probes only"
+        assert plan() == {TopicPartition("t", p): ends + 1 for p in range(partitions)}
+        assert proxy.count(since=before) <= 4 * partitions, proxy.summary(since=before)
+
+
+def _append_to_each_partition_elsewhere(counted_s3: CountedS3, partitions: int) -> None:
+    """One record appended to each partition of ``t`` by another process (which shares no chain with this one)."""
+    script = (
+        "import sys; from pysparklog.producer import Producer, ProducerConfig; "
+        "from pysparklog.storage.io import storage_for; "
+        "storage = storage_for(sys.argv[1], dict(zip(sys.argv[2::2], sys.argv[3::2]))); "
+        "producer = Producer(storage, ProducerConfig(linger_ms=0)); "
+        f"[producer.send('t', value=b'w', partition=p).get() for p in range({partitions})]; producer.close()"
+    )
+    options = [item for pair in counted_s3.storage_options.items() for item in pair]
+    subprocess.run([sys.executable, "-c", script, counted_s3.root, *options], check=True, cwd=REPO, timeout=120)
 
 
 def test_a_task_reading_a_range_its_replica_holds_asks_nothing(

@@ -51,6 +51,8 @@ _VERSION = 0
 _PREFIX = struct.Struct(">4shh")
 _TRAILER = struct.Struct(">qI")
 _READ_AHEAD = 8
+#: How long ``last_number`` trusts that the last commit it found is still there, rather than looking again.
+_RECHECK_KNOWN_S = 30.0
 _MAX_WRITER_ID = 255  # bytes of UTF-8: ids are 32 hex digits, or short names in tests
 
 
@@ -151,6 +153,7 @@ class CommitLog:
         self._last_read: Commit | None = None  # commits never change: the last one read is read again for free
         self._prefix: tuple[int, bytes] | None = None  # the last body prefix read (``body_prefix``)
         self._listed_empty = False  # a listing found no commit: later looks probe the first name instead
+        self._known_seen_at = -_RECHECK_KNOWN_S  # when ``last_number`` last saw the last known commit exist
 
     @classmethod
     def shared(cls, storage: Storage, directory: str, incarnation: str) -> CommitLog:
@@ -232,7 +235,11 @@ class CommitLog:
         is): the log's extent without downloading the commits on the way."""
         start = self._known
         last = self._last_read
-        known_there = last is not None and last.number == start  # read whole: no need to look again
+        # Read whole, or seen by a HEAD lately: no need to look again. A last known commit can go only once two
+        # manifests of sealing followed it, and then the probe past it misses commits, so it is looked at again
+        # every ``_RECHECK_KNOWN_S``: a listing finds the chain's end when it is gone.
+        recently = time.monotonic() - self._known_seen_at < _RECHECK_KNOWN_S
+        known_there = (last is not None and last.number == start) or recently
         if start < 0 and self._listed_empty:  # listed before and found none: the first name decides
             start = 0 if self.storage.stat(self.path(0)) is not None else -1
             if start < 0:
@@ -245,6 +252,8 @@ class CommitLog:
                 return -1
         while self.storage.stat(self.path(start + 1)) is not None:
             start += 1
+        if start > self._known or not recently:
+            self._known_seen_at = time.monotonic()
         self._known = max(self._known, start)
         return start
 
