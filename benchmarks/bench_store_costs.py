@@ -6,7 +6,7 @@ batching and Spark's triggers depend on it).
 - **Producer**: a topic of ``PARTITIONS`` partitions written at ``BYTES_PER_SECOND`` by one ``Producer`` with
   Kafka's default batching (``ProducerConfig()``: ``linger.ms`` 5, ``batch.size`` 16 KiB), records of
   ``RECORD_BYTES`` bytes with random 16-byte keys, sent ``RECORDS_PER_TICK`` every ``TICK_SECONDS``, for
-  ``SECONDS``.
+  ``SECONDS`` after ``WARM_UP_SECONDS``.
 - **Exactly-once copy**: the same producer and, reading its topic, a stream copy (``select key, value``) into
   a topic of as many partitions with the exactly-once sink, ``Trigger.ProcessingTime("1 second")``, for
   ``SECONDS``; the copy's requests are the window's less the producer's alone (the first workload's rate).
@@ -52,6 +52,8 @@ RECORD_BYTES = 1000
 TICK_SECONDS = 0.01
 RECORDS_PER_TICK = int(BYTES_PER_SECOND / RECORD_BYTES * TICK_SECONDS)
 SECONDS = 30.0
+#: Long enough for the producer to have appended to every partition once (a first append lists its commits).
+WARM_UP_SECONDS = 15.0
 TRIGGER = "1 second"
 #: S3 Standard's list prices per request, in dollars.
 PRICES = {"PUT": 0.005 / 1000, "POST": 0.005 / 1000, "LIST": 0.005 / 1000, "GET": 0.0004 / 1000, "HEAD": 0.0004 / 1000}
@@ -161,7 +163,7 @@ def _measure() -> list[Result]:
             spark = local_spark("pysparklog-bench-costs", 2, conf=no_data_progress)
             try:
                 with _producing(url, "in"):
-                    time.sleep(2)  # the producer's first appends find each partition's end
+                    time.sleep(WARM_UP_SECONDS)  # the producer's first append to each partition finds its end
                     produced = _window(proxy)
                     query = _copy(spark, url, os.path.join(work, "checkpoint"))
                     _wait_for_progress(query, 2)
