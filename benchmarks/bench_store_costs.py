@@ -42,7 +42,7 @@ from pysparklog.spark.sink_options import DELIVERY_GUARANTEE, DeliveryGuarantee
 from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.objects.log import CACHE_DIR_VARIABLE
-from tests.s3_server import Request, StoreProxy, s3_server, store_proxy
+from tests.s3_server import Request, StoreProxy, environment, s3_server, store_proxy
 
 BUCKET = "pysparklog-bench-costs"
 ROUND_TRIP_MS = 20.0
@@ -149,11 +149,13 @@ def _wait_until_idle(query: StreamingQuery) -> None:
 
 def _measure() -> list[Result]:
     work = tempfile.mkdtemp(prefix="pysparklog-bench-costs-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    saved = {key: os.environ.get(key) for key in (CACHE_DIR_VARIABLE, "AWS_ENDPOINT_URL")}
     try:
-        os.environ[CACHE_DIR_VARIABLE] = os.path.join(work, "replicas")
-        with s3_server(BUCKET, Path(work) / "moto.log") as server, store_proxy(server, delay_ms=ROUND_TRIP_MS) as proxy:
-            os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint  # for Spark's processes
+        with (
+            environment({CACHE_DIR_VARIABLE: os.path.join(work, "replicas")}),
+            s3_server(BUCKET, Path(work) / "moto.log") as server,
+            store_proxy(server, delay_ms=ROUND_TRIP_MS) as proxy,
+            environment({"AWS_ENDPOINT_URL": proxy.endpoint}),  # for Spark's processes
+        ):
             url = f"s3://{BUCKET}/costs"
             logs = LogDirectory(storage_for(url, {"aws_endpoint": proxy.endpoint}))
             logs.topics.create("in", PARTITIONS)
@@ -176,11 +178,6 @@ def _measure() -> list[Result]:
             finally:
                 spark.stop()
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         shutil.rmtree(work, ignore_errors=True)
     producer_rates = _rates(*produced)
     copy_rates = _rates(*copying)

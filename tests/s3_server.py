@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,20 +93,27 @@ def s3_server(bucket: str, log: Path | None = None) -> Iterator[str]:
         raise ServerError("moto_server is not installed: make setup installs moto[server] with the dev extras")
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    saved = {key: os.environ.get(key) for key in ENVIRONMENT}
     with running([server, "-H", "127.0.0.1", "-p", str(port)], port, log):
-        try:
-            os.environ.update({key: value.format(endpoint=endpoint) for key, value in ENVIRONMENT.items()})
+        with environment({key: value.format(endpoint=endpoint) for key, value in ENVIRONMENT.items()}):
             import boto3  # moto's own dependency: obstore cannot create buckets
 
             boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
             yield endpoint
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """The environment variables ``values`` set meanwhile, each restored (or removed) afterwards."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextmanager
