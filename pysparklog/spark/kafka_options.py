@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypeVar
 
 from pysparklog.assignors import assignor_for
 from pysparklog.errors import InvalidConfigError, InvalidLogDirectoryError, InvalidOffsetError, UnknownTopicError
@@ -898,17 +898,18 @@ def latest_offsets(log_dir: LogDirectory, partitions: Iterable[TopicPartition]) 
     return each_partition(log_dir, partitions, lambda log: log.log_end_offset)
 
 
+_Answer = TypeVar("_Answer")
 #: How many partitions of a log directory on an object store are asked at once: each ask is a request or more of
 #: 10-30 ms, which a driver planning a micro-batch of many partitions must not wait for one after another.
 _PARALLEL_ASKS = 16
 
 
 def each_partition(
-    log_dir: LogDirectory, partitions: Iterable[TopicPartition], ask: Callable[[Log], int]
-) -> dict[TopicPartition, int]:
+    log_dir: LogDirectory, partitions: Iterable[TopicPartition], ask: Callable[[Log], _Answer]
+) -> dict[TopicPartition, _Answer]:
     """``ask(log)`` of each partition's log, in order; in parallel on an object store."""
 
-    def one(tp: TopicPartition) -> int:
+    def one(tp: TopicPartition) -> _Answer:
         with log_dir.partition(tp.topic, tp.partition) as log:
             return ask(log)
 
@@ -963,8 +964,14 @@ def resolve_batch(options: SourceOptions, log_dir: LogDirectory) -> list[OffsetR
             ``RESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET``), e.g. a starting timestamp after the ending one.
     """
     partitions = subscribed_partitions(options, log_dir)
-    start = resolve_start(options, log_dir, partitions)
-    end = resolve_end(options, log_dir, partitions)
+    if options.starting_offsets.kind == "earliest" and (options.ending_offsets or _LATEST_LIMIT).kind == "latest":
+        # Both ends of each partition from one look at it: on an object store, one request where two would be.
+        bounds = each_partition(log_dir, partitions, _log_bounds)
+        start = {tp: first for tp, (first, _) in bounds.items()}
+        end = {tp: last for tp, (_, last) in bounds.items()}
+    else:
+        start = resolve_start(options, log_dir, partitions)
+        end = resolve_end(options, log_dir, partitions)
     for tp in partitions:
         if start[tp] > end[tp]:
             ending = options.ending_offsets.option if options.ending_offsets is not None else None
@@ -1049,5 +1056,10 @@ def _offset_for_timestamp(
 
 def _bounds(log_dir: LogDirectory, tp: TopicPartition) -> tuple[int, int]:
     with log_dir.partition(tp.topic, tp.partition) as log:
-        view = log.view()
-        return view.log_start_offset, view.log_end_offset
+        return _log_bounds(log)
+
+
+def _log_bounds(log: Log) -> tuple[int, int]:
+    """A log's start and end offsets, from one view of it (on an object store, one look at its commits)."""
+    view = log.view()
+    return view.log_start_offset, view.log_end_offset
