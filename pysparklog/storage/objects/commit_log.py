@@ -220,8 +220,8 @@ class CommitLog:
         elif self._listed_empty:  # listed before and found none: the first name decides
             first = self.read(0)
             return self._following(first) if first is not None else None
-        current, _ = self._listed_latest()  # none known yet, or cut back below it: list once
-        self._listed_empty = current is None
+        last = self._listed_last()  # none known yet, or cut back below it: list once
+        current = self.read(last) if last >= 0 else None
         return self._following(current) if current is not None else None
 
     def known_latest(self) -> Commit | None:
@@ -245,9 +245,7 @@ class CommitLog:
             if start < 0:
                 return -1
         elif start < 0 or not (known_there or self.storage.stat(self.path(start)) is not None):  # none, or cut back
-            numbers = [int(name) for name in self.storage.list(f"{self.directory}/{COMMITS}") if name.isdigit()]
-            start = max(numbers, default=-1)
-            self._listed_empty = start < 0
+            start = self._listed_last()
             if start < 0:
                 return -1
         while self.storage.stat(self.path(start + 1)) is not None:
@@ -279,13 +277,12 @@ class CommitLog:
         self._prefix = (number, head[start : start + size])
         return self._prefix[1]
 
-    def _listed_latest(self) -> tuple[Commit | None, int]:
-        """The last commit by a listing, for a follower that knows none (or whose last known was cut back)."""
+    def _listed_last(self) -> int:
+        """The last commit's number by a listing (-1: none), for a follower that knows none (or whose last known
+        was cut back); a listing that finds none makes later looks probe the first name instead."""
         numbers = [int(name) for name in self.storage.list(f"{self.directory}/{COMMITS}") if name.isdigit()]
-        if not numbers:
-            return None, -1
-        last = max(numbers)
-        return self.read(last), last
+        self._listed_empty = not numbers
+        return max(numbers, default=-1)
 
     def append(self, build: BodyBuilder, *, after: Commit | None | _Unknown = _UNKNOWN) -> Commit:
         """Commit a body built for the next number; returns the commit as written.
