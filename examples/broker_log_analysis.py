@@ -17,7 +17,7 @@ may rebuild its indexes, and the original stays untouched.
 
 Run it from the checkout (a few seconds after Spark has started), e.g. on the project's broker fixture::
 
-    .venv/bin/python -m examples.broker_log_analysis ../shared/fixtures/kafka-broker-logdir [--log-dir DIR]
+    .venv/bin/python -m examples.broker_log_analysis tests/fixtures/kafka-broker-logdir [--log-dir DIR]
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from tests.s3_server import ServerError, StoreProxy, s3_server, store_proxy
 
 REPO = Path(__file__).resolve().parents[1]
 # Real broker-written segments, kept outside the project (../shared/fixtures) and never copied into it.
-BROKER_LOG_DIR = REPO.parent / "shared" / "fixtures" / "kafka-broker-logdir"
+BROKER_LOG_DIR = REPO / "tests" / "fixtures" / "kafka-broker-logdir"
 #: The bucket of the S3 server (``s3_endpoint``).
 BUCKET = "pysparklog-tests"
 

@@ -48,7 +48,7 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC
 # MAGIC `broker_log_dir` is the broker's log directory (or a copy of it); it is only read. Empty, it is the
 # MAGIC project's fixture, a real KRaft broker's directory kept next to the repository
-# MAGIC (`../shared/fixtures/kafka-broker-logdir`). On Databricks, point it at where the copy is, e.g. a volume
+# MAGIC (`tests/fixtures/kafka-broker-logdir`). On Databricks, point it at where the copy is, e.g. a volume
 # MAGIC (`/Volumes/...`). The notebook copies it, file by file, to `logs/` in `base_dir`, which must therefore be
 # MAGIC a directory, not an object-store URL, that every node sees at the same path: the driver's local disk on a
 # MAGIC single-node cluster, or a shared filesystem such as NFS (see `docs/cluster.md`). Empty, it is a new
@@ -63,7 +63,7 @@ dbutils.widgets.text("broker_log_dir", "", "Broker log directory")
 dbutils.widgets.text("base_dir", "", "Base directory")
 dbutils.widgets.dropdown("include_internal", "true", ["true", "false"], "Include internal topics")
 
-BROKER_FIXTURE = REPO.parent / "shared" / "fixtures" / "kafka-broker-logdir"
+BROKER_FIXTURE = REPO / "tests" / "fixtures" / "kafka-broker-logdir"
 BROKER_LOG_DIR = dbutils.widgets.get("broker_log_dir") or str(BROKER_FIXTURE)
 BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-broker-")
 INCLUDE_INTERNAL = dbutils.widgets.get("include_internal") == "true"

@@ -17,8 +17,7 @@ from tests.interop.kafka_tools import DumpLogSegments
 
 pytestmark = pytest.mark.interop
 
-# tests/interop/<this file> -> parents[2] is the repo (/work/main); shared/ sits next to it.
-BROKER_LOGDIR = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kafka-broker-logdir"
+BROKER_LOGDIR = Path(__file__).resolve().parents[1] / "fixtures" / "kafka-broker-logdir"
 PATIENT_LOG = BROKER_LOGDIR / "TestTopicPatient-0" / "00000000000000000000.log"
 OFFSETS_DIR = BROKER_LOGDIR / "__consumer_offsets-6"
 
