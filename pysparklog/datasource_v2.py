@@ -66,6 +66,7 @@ from pysparklog.spark.arrow import source_schema, to_spark_batch
 from pysparklog.spark.kafka_options import (
     SourceOptions,
     each_partition,
+    latest_offsets,
     offsets_to_dict,
     parse_offsets,
     resolve_batch,
@@ -462,12 +463,10 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _latest_offsets(self, current: Offsets) -> Offsets:
         """The log end (or last stable offset with read_committed) of every subscribed partition,
         including partitions and topics that appeared since the query started."""
-        committed = self.options.read_committed
-        return each_partition(
-            self._logs,
-            subscribed_partitions(self.options, self._logs),
-            lambda log: log.last_stable_offset if committed else log.log_end_offset,
-        )
+        partitions = subscribed_partitions(self.options, self._logs)
+        if not self.options.read_committed:
+            return latest_offsets(self._logs, partitions)  # on an object store, one probe of each topic's chain
+        return each_partition(self._logs, partitions, lambda log: log.last_stable_offset)
 
     def _report_data_loss(self, message: str) -> None:
         """Kafka's ``reportDataLoss``: fail with ``failOnDataLoss``, else warn and go on."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from pysparklog.errors import InvalidLogDirectoryError, TransactionInProgressError
 from pysparklog.storage.config import LogConfig
@@ -69,13 +70,40 @@ class LogDirectory:
                 checkpoint_dir=self.path,
                 storage=self.storage,
             )
-        return ObjectPartitionLog(  # an object store: the log is its commits (storage.objects.log)
+        return self._object_log(topic, partition, config)
+
+    def _object_log(self, topic: str, partition: int, config: LogConfig | None) -> ObjectPartitionLog:
+        """An object store's partition log: its topic's commits (storage.objects.log)."""
+        return ObjectPartitionLog(
             self.storage,
             topic,
             partition,
             config or self._topics.config_provider(topic),
             topic_id=self._topics.known_topic_id(topic),
         )
+
+    def offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """The log start offset and log end offset of each of ``partitions`` of ``topic``, from one look: on an object
+        store the header of the topic chain's last commit, one probe whatever the partition count; on a filesystem
+        each partition's view.
+
+        Raises:
+            InvalidTopicError: ``topic`` is not a legal topic name.
+            InvalidLogDirectoryError: A partition is negative.
+            UnknownTopicError: The topic was created with fewer partitions.
+        """
+        wanted = sorted(set(partitions))
+        if isinstance(self.storage, FileSystemStorage) or not wanted:
+            offsets = {}
+            for partition in wanted:
+                with self.partition(topic, partition) as log:
+                    offsets[partition] = log.offsets()
+            return offsets
+        for partition in {wanted[0], wanted[-1]}:
+            self.partition(topic, partition).close()  # checks the name and the partitions, as every open does
+        with self._object_log(topic, wanted[0], None) as first:
+            ends = first.topic_ends(wanted)
+        return {p: (end.log_start_offset, end.log_end_offset) for p, end in ends.items()}
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         """Every ``(topic, partition)`` with a directory here, sorted; directories being deleted are skipped."""

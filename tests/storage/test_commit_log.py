@@ -140,7 +140,7 @@ def test_a_writer_that_made_the_last_commit_appends_after_it_and_loses_only_to_a
     ("damage", "message"),
     [
         (lambda data: data[:5], "shorter than its header"),
-        (lambda data: b"XXXX" + data[4:], "not a commit of version 0"),
+        (lambda data: b"XXXX" + data[4:], "not a commit of version 1"),
         (lambda data: data[:-1] + bytes([data[-1] ^ 1]), "does not match its CRC"),
     ],
 )

@@ -19,6 +19,7 @@ from pysparklog.storage.io.object_store import ObjectStorage
 from pysparklog.storage.objects.commit_log import CommitLog
 from pysparklog.storage.objects.log import APPLIED_FILE, ObjectPartitionLog
 from pysparklog.storage.objects.sealing import Manifest, Manifests
+from pysparklog.storage.objects.topic_commit import chain_directory_name
 from pysparklog.storage.records.arrow_records import encode_arrow
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.retention import run_retention
@@ -61,7 +62,7 @@ def test_appends_through_one_replica_are_read_through_another(remote: ObjectStor
     table = read_all(reader, 12)
     assert table.column("offset").to_pylist() == [12, 13, 14]
     assert writer.offset_for_timestamp(1_700_000_000_012) == (12, 1_700_000_000_012)
-    commits = CommitLog(remote, remote.join("t-0"))
+    commits = CommitLog(remote, remote.join(chain_directory_name("t", None)))
     latest = commits.latest()
     assert latest is not None and latest.number == 1, "one commit object per append"
 
@@ -75,7 +76,9 @@ def test_the_log_end_offset_is_known_without_following_the_commits(remote: Objec
     writer.raise_log_start_offset(2)
     assert planner.log_end_offset == 12
     assert planner.local.view().log_end_offset == 0, "the planner's replica followed nothing"
-    assert planner.log_start_offset == 2 and planner.local.view().log_end_offset == 12
+    assert planner.log_start_offset == 2 and planner.offsets() == (2, 12), "the log start is in the header too"
+    assert planner.local.view().log_end_offset == 0
+    assert planner.view().log_end_offset == 12 and planner.view().log_start_offset == 2
 
 
 def test_log_append_time_is_stamped_once_and_every_replica_keeps_it(remote: ObjectStorage, tmp_path: Path) -> None:
@@ -109,7 +112,9 @@ def test_transactions_through_alternating_replicas_match_kafkas_rules(remote: Ob
     assert len(model.aborted) >= 2
     manifest = Manifests(remote, remote.join("t-0")).latest()
     assert manifest is not None and manifest.generation >= 2, "the writers sealed as they went"
-    assert CommitLog(remote, remote.join("t-0")).read(0) is None, "commits under an older manifest are gone"
+    assert CommitLog(remote, remote.join(chain_directory_name("t", None))).read(0) is None, (
+        "commits under an older manifest are gone"
+    )
     for log in logs:
         check_against(log, model, rng)
     # A new replica follows the sealed segments, then the commits after them.
@@ -127,7 +132,7 @@ def test_an_idempotent_retry_through_another_replica_is_recognised(remote: Objec
     (gap,) = encode_arrow(keyed_table(1), BatchSettings(producer_id=7, producer_epoch=0, base_sequence=9))
     with pytest.raises(OutOfOrderSequenceError):
         _open(remote, tmp_path / "b").append(gap.data.tobytes())
-    latest = CommitLog(remote, remote.join("t-0")).latest()
+    latest = CommitLog(remote, remote.join(chain_directory_name("t", None))).latest()
     assert latest is not None and latest.number == 0, "nothing committed for a repeat or a gap"
 
 
@@ -225,7 +230,7 @@ def test_a_compaction_that_loses_its_manifest_keeps_nothing(
 
 def test_a_damaged_commit_is_a_typed_error_naming_it(remote: ObjectStorage, tmp_path: Path) -> None:
     _open(remote, tmp_path / "a").append_arrow(keyed_table(2))
-    path = CommitLog(remote, remote.join("t-0")).path(1)
+    path = CommitLog(remote, remote.join(chain_directory_name("t", None))).path(1)
     remote.put(path, b"PSLC\x00\x00\x00\x01w" + bytes(20), mode=PutMode.CREATE)
     with pytest.raises(CorruptRecordError) as raised:
         _open(remote, tmp_path / "b").log_end_offset  # noqa: B018  # the read is the point
@@ -359,7 +364,9 @@ def test_retention_drops_sealed_segments_and_a_new_replica_starts_at_the_log_sta
         or f"{s.base_offset:020d}.log" not in remote.list(f"{remote.join('t-0')}/{s.directory}")
         for s in dropped
     ), "retention removed the dropped segments' objects"
-    assert CommitLog(remote, remote.join("t-0")).read(first.commit) is None, "the first manifest's commits are gone"
+    assert CommitLog(remote, remote.join(chain_directory_name("t", None))).read(first.commit) is None, (
+        "the first manifest's commits are gone"
+    )
     fresh = _open(remote, tmp_path / "fresh")
     assert fresh.log_start_offset == 33 and fresh.log_end_offset == 65
     assert read_all(fresh).column("value").to_pylist() == keyed_table(65).column("value").to_pylist()[33:]

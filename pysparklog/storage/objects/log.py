@@ -1,47 +1,38 @@
-"""A partition log on an object store: numbered commit objects are the log, and each process reads a
-replica of them on its local disk (docs/object-storage.md).
+"""A partition log on an object store: its topic's chain of commit objects is the log, and each process reads a
+replica of it on its local disk (docs/object-storage.md).
 
-An object store cannot append to a file, rename one or hold a lock, so a partition there is the
-sequence of its commits (``CommitLog``): an append is one commit object created only if absent, and
-the commit it wins fixes its offsets. Every process that opens the partition keeps a *replica* below
-its cache directory: a local ``PartitionLog`` that holds exactly commits ``0..n`` in order, appended
-as Kafka's followers append (offsets and timestamps kept, producer state moved). The replica gives
-the object-store log everything the filesystem engine has, unchanged: Kafka segments and indexes,
-lookups by offset and time, the producers' state for idempotence and transactions, the last stable
-offset and the aborted transactions of ``read_committed``. It is a cache: deleting it costs a replay
-of the commits, nothing else.
+An object store cannot append to a file, rename one or hold a lock, so a topic there is the sequence of its
+commits (``CommitLog``, one chain per topic): an append is one commit object created only if absent, and the
+commit it wins fixes its offsets. A commit's header gives every partition's log end after it and its sections
+change some of them (``topic_commit``). Every process that opens a partition keeps a *replica* below its cache
+directory: a local ``PartitionLog`` that holds exactly the partition's sections of commits ``0..n`` in order,
+appended as Kafka's followers append (offsets and timestamps kept, producer state moved). The replica gives the
+object-store log everything the filesystem engine has, unchanged: Kafka segments and indexes, lookups by offset
+and time, the producers' state for idempotence and transactions, the last stable offset and the aborted
+transactions of ``read_committed``. It is a cache: deleting it costs a replay of the commits, nothing else.
 
-An append follows the commits (applying the ones it lacks), validates and numbers its batches against
-the replica as a broker's leader does (``PartitionLog.prepared_append``), and creates the next commit.
-When another writer wins that number, it follows again and prepares again from the new log end (an
-idempotent retry may now be a repeat), so offsets stay dense and every batch is checked against the
-state it lands on. Readers follow the commits before each read: a conditional look at the head hint
-and a probe of the next name, never a listing per read.
+An append follows the commits (applying the ones it lacks: none to read when the last commit's header shows the
+partition where the replica ends), validates and numbers its batches against the replica as a broker's leader
+does (``PartitionLog.prepared_append``), and creates the next commit. When another writer wins that number, it
+follows again and prepares again from the new log end (an idempotent retry may now be a repeat), so offsets stay
+dense and every batch is checked against the state it lands on. Readers follow the commits before each read: one
+probe of the next name, never a listing per read.
 
-The replica records, in its ``commit.applied`` lock file, the last commit it holds and the log end
-offset after it. Appending to the replica and recording it are two steps: a process that dies between
-them leaves the replica one commit ahead of its record, which the next follower recognises (the
-replica already ends where that commit ends) and records.
-
-A commit's body, big-endian::
-
-    0  kind              int8    0: record batches, 1: a new log start offset
-    1  base offset       int64   the log end offset before the commit
-    9  end offset        int64   the log end offset after it
-   17  log start offset  int64   kind 1: the new log start offset; else -1
-   25  batches           Kafka v2 record batches, their offsets and timestamps already the log's
+The replica records, in its ``commit.applied`` lock file, the last commit it holds and the log end offset after
+it. Appending to the replica and recording it are two steps: a process that dies between them leaves the replica
+one section ahead of its record, which the next follower recognises (the replica already ends where that
+section ends) and records.
 """
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import os
 import struct
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -55,7 +46,19 @@ from pysparklog.storage.log_reads import SegmentInfo
 from pysparklog.storage.log_state import LogView
 from pysparklog.storage.log_writer import AppendInfo
 from pysparklog.storage.objects.commit_log import Commit, CommitLog
-from pysparklog.storage.objects.sealing import SEALED, Manifest, Manifests, SealedSegment
+from pysparklog.storage.objects.sealing import SEALED, Manifest, Manifests, SealedSegment, TopicSeal, TopicSeals
+from pysparklog.storage.objects.topic_commit import (
+    NO_LOG_START,
+    NO_TOPIC_ID,
+    PartitionEnd,
+    Section,
+    SectionKind,
+    TopicCommit,
+    chain_directory_name,
+    decode_ends,
+    end_of,
+    header_size,
+)
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches
 from pysparklog.storage.records.memory_records import scan, verify_crcs
@@ -67,12 +70,13 @@ from pysparklog.storage.validator import Batches, checked_batches
 #: The environment variable naming the directory of the replicas (default: the user's cache directory).
 CACHE_DIR_VARIABLE = "PYSPARKLOG_CACHE_DIR"
 APPLIED_FILE = "commit.applied"
-_BODY = struct.Struct(">bqqq")
 _APPLIED = struct.Struct(">qq")
-_NO_LOG_START = -1
-_NO_TOPIC_ID = "no-topic-id"
-#: How many commits a partition gathers before its writer seals them into segments.
+#: How many commits a topic gathers before a writer seals them into segments.
 SEAL_COMMITS = 1000
+#: How many partitions a topic's sealing seals at once.
+_PARALLEL_SEALS = 8
+#: The header entries a reader of one partition's end fetches at least: the first 256 partitions in one read.
+_MIN_HEADER_ENTRIES = 256
 #: The files of a sealed segment, as Kafka names them (a ``.txnindex`` only where a transaction aborted).
 _SEALED_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 _OPTIONAL_SUFFIXES = (TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
@@ -84,46 +88,11 @@ class _OutOfStep(Exception):
     """The replica does not follow the commits from where its record says it is."""
 
 
-class CommitKind(enum.IntEnum):
-    """What a partition's commit does."""
-
-    BATCHES = 0
-    LOG_START = 1
+class _Lost:
+    """A partition's sealing lost its manifest's generation to other sealers every time it tried."""
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionCommit:
-    """The body of one of a partition's commits."""
-
-    kind: CommitKind
-    base_offset: int
-    end_offset: int
-    log_start_offset: int
-    batches: bytes = b""
-
-    def encode(self) -> bytes:
-        return _BODY.pack(self.kind, self.base_offset, self.end_offset, self.log_start_offset) + self.batches
-
-    @classmethod
-    def decode(cls, commit: Commit, path: str) -> PartitionCommit:
-        """The partition commit in ``commit``'s body.
-
-        Raises:
-            CorruptRecordError: The body is not a partition commit: too short, of an unknown kind, or with
-                offsets that do not add up.
-        """
-        body = commit.body
-        if len(body) < _BODY.size:
-            raise CorruptRecordError(f"a partition commit of {len(body)} bytes is shorter than its header", file=path)
-        kind, base, end, log_start = _BODY.unpack_from(body)
-        if kind not in CommitKind.__members__.values() or not 0 <= base <= end:
-            raise CorruptRecordError(
-                f"not a partition commit: kind {kind}, offsets {base} to {end} (kinds: 0 batches, 1 log start)",
-                file=path,
-            )
-        if kind == CommitKind.LOG_START and (base != end or not 0 <= log_start <= end or len(body) != _BODY.size):
-            raise CorruptRecordError(f"a log start commit with offsets {base}, {end} and {log_start}", file=path)
-        return cls(CommitKind(kind), base, end, log_start, body[_BODY.size :])
+_LOST = _Lost()
 
 
 def cache_root(cache_dir: str | None = None) -> str:
@@ -177,7 +146,8 @@ class ObjectPartitionLog:
         if topic_id is None:
             path = f"{remote_directory}/{checkpoints.PARTITION_METADATA}"
             topic_id = checkpoints.read_partition_metadata(storage, path)
-        replicas = os.path.join(replica_directory(storage.root, cache_dir), topic_id or _NO_TOPIC_ID)
+        self._cache_dir = cache_dir
+        replicas = os.path.join(replica_directory(storage.root, cache_dir), topic_id or NO_TOPIC_ID)
         self._config_source = config or LogConfig()
         # The replica asks this log for its configs, so that a follow asks the topic's metadata once.
         self._replica = PartitionLog(
@@ -189,17 +159,20 @@ class ObjectPartitionLog:
         self.remote = storage
         self.remote_directory = remote_directory
         self._topic_id = topic_id
-        # Shared by the process's objects of the same topic incarnation; one without an id (made by appends) could
-        # be emptied and written again under the same name, which only a chain of its own finds out.
+        # The topic's chain, one object per process for each incarnation of the topic: its partitions' logs share
+        # what it learns (the last commit, recent commits), so a writer of several partitions knows the chain's end.
+        # One without an id (a topic made by appends) could be emptied and written again under the same name, which
+        # only an object of its own finds out.
+        self.chain_directory = storage.join(chain_directory_name(topic, topic_id))
         self._commits = (
-            CommitLog.shared(storage, self.remote_directory, topic_id)
+            CommitLog.shared(storage, self.chain_directory, topic_id)
             if topic_id
-            else CommitLog(storage, self.remote_directory)
+            else CommitLog(storage, self.chain_directory)
         )
+        self._seals = TopicSeals(storage, self.chain_directory)
         self._sealer_id = uuid.uuid4().hex  # names this object's scratch copies and sealed uploads
         self._manifests = Manifests(storage, self.remote_directory)
         self.seal_commits = seal_commits
-        self._committed_log_start = 0  # the highest log start of the commits this object applied
         self._following_config: LogConfig | None = None  # the configs while following, asked once
         self._applied = self._replica.storage.lock(f"{self._replica.directory}/{APPLIED_FILE}")
 
@@ -263,40 +236,73 @@ class ObjectPartitionLog:
         applied, end = self._reconciled(record)
         if last is None or last.number <= applied:
             return end
-        if self._commits.read(applied + 1) is None:  # sealed, and deleted once a later manifest covered it
+        if self._unchanged(last, end):
+            record.write(_APPLIED.pack(last.number, end))
+            return end
+        if self._commits.read(applied + 1) is None:  # sealed, and deleted once a later seal covered it
             applied, end = self._apply_sealed(record, applied)
+            if applied >= last.number:
+                return end
+            if self._unchanged(last, end):
+                record.write(_APPLIED.pack(last.number, end))
+                return end
         for commit in self._commits.read_range(applied + 1, last):
-            body = PartitionCommit.decode(commit, self._commits.path(commit.number))
-            if body.base_offset != end:
-                raise _OutOfStep(
-                    f"commit {commit.number} starts at offset {body.base_offset}, but the commits before it end "
-                    f"at {end}"
-                )
-            self._apply(body)
-            record.write(_APPLIED.pack(commit.number, body.end_offset))
-            end = body.end_offset
+            sections = TopicCommit.decode(commit.body, self._commits.path(commit.number)).sections_of(self.partition)
+            for section in sections:
+                if section.base_offset != end:
+                    raise _OutOfStep(
+                        f"commit {commit.number} starts partition {self.partition} at offset {section.base_offset}, "
+                        f"but the commits before it end it at {end}"
+                    )
+                self._apply(section)
+                end = section.end_offset
+            if sections or commit is last:
+                record.write(_APPLIED.pack(commit.number, end))
         return end
+
+    def _unchanged(self, commit: Commit, end: int) -> bool:
+        """Whether ``commit``'s header shows this partition where a replica ending at ``end`` is: then no commit
+        up to it changed the partition (log ends and log starts only grow), and the replica holds it as it is."""
+        mine = self._end_in(commit)
+        return mine.log_end_offset == end and mine.log_start_offset <= self._replica.view().log_start_offset
+
+    def _end_in(self, commit: Commit) -> PartitionEnd:
+        """This partition's end after ``commit``, from its header."""
+        ends = decode_ends(commit.body, self._commits.path(commit.number))
+        return ends[self.partition] if self.partition < len(ends) else PartitionEnd(0, 0)
 
     def _apply_sealed(self, record: LockedRecord, applied: int) -> tuple[int, int]:
         """Start the replica over from the last manifest's sealed segments, downloaded (the commits after
-        ``applied`` are gone: sealed, and deleted once a later manifest covered them), as a Kafka follower
-        that fell too far behind starts over from the leader's log. Sealed segments are downloaded whole, not
-        appended batch by batch: compaction leaves gaps between offsets, which only the segments keep."""
+        ``applied`` are gone: sealed, and deleted once a later seal covered them), as a Kafka follower that fell
+        too far behind starts over from the leader's log. Sealed segments are downloaded whole, not appended batch
+        by batch: compaction leaves gaps between offsets, which only the segments keep.
+
+        A topic's sealing seals every partition changed since its own last manifest before the seal is recorded,
+        so a partition whose last manifest is older than the last seal was as that manifest has it at the seal's
+        commit. Returns the last commit the replica then holds and its log end."""
         for _attempt in range(_MAX_MANIFEST_RETRIES):
             manifest = self._manifests.latest()
-            if manifest is None or manifest.commit <= applied:
+            seal = self._seals.latest()
+            covered = max(manifest.commit if manifest is not None else -1, seal.commit if seal is not None else -1)
+            if covered <= applied:
                 raise CorruptRecordError(
-                    f"commit {applied + 1} of {self.remote_directory} is missing and no manifest covers it",
+                    f"commit {applied + 1} of {self.chain_directory} is missing and no seal covers it",
                     file=self._commits.path(applied + 1),
                 )
-            try:
-                self._download_sealed(manifest, self._replica)
-            except FileNotFoundError:
-                continue  # a newer manifest replaced those segments (compaction, retention) meanwhile
+            if manifest is None:  # never sealed: it had nothing when the topic was sealed
+                if self._replica.view().log_end_offset:
+                    raise _OutOfStep(f"the replica holds records of {self.remote_directory}, which has none sealed")
+                record.write(_APPLIED.pack(covered, 0))
+                return covered, 0
+            if self._replica.view().log_end_offset != manifest.end_offset:
+                try:
+                    self._download_sealed(manifest, self._replica)
+                except FileNotFoundError:
+                    continue  # a newer manifest replaced those segments (compaction, retention) meanwhile
             if manifest.log_start_offset > self._replica.view().log_start_offset:
                 self._apply_log_start(manifest.log_start_offset)
-            record.write(_APPLIED.pack(manifest.commit, manifest.end_offset))
-            return manifest.commit, manifest.end_offset
+            record.write(_APPLIED.pack(covered, manifest.end_offset))
+            return covered, manifest.end_offset
         raise CorruptRecordError(
             f"the sealed segments of {self.remote_directory} kept changing under a replica starting over",
             file=self._manifests.path(0),
@@ -348,7 +354,7 @@ class ObjectPartitionLog:
             commit = self._commits.read(number)
             if commit is None:
                 break
-            commit_end = PartitionCommit.decode(commit, self._commits.path(number)).end_offset
+            commit_end = self._end_in(commit).log_end_offset
             if commit_end <= replica_end:
                 if commit_end == replica_end:
                     record.write(_APPLIED.pack(number, replica_end))
@@ -357,10 +363,9 @@ class ObjectPartitionLog:
             number -= 1
         raise _OutOfStep(f"the replica ends at offset {replica_end}, inside a commit")
 
-    def _apply(self, body: PartitionCommit) -> None:
-        """Append one commit to the replica (nothing when the replica already ends where it ends)."""
-        if body.kind == CommitKind.LOG_START:
-            self._committed_log_start = max(self._committed_log_start, body.log_start_offset)
+    def _apply(self, body: Section) -> None:
+        """Append one section to the replica (nothing when the replica already ends where it ends)."""
+        if body.kind == SectionKind.LOG_START:
             self._apply_log_start(body.log_start_offset)
             return
         if body.end_offset == body.base_offset:
@@ -373,7 +378,7 @@ class ObjectPartitionLog:
         verify_crcs(buf, entries, file=self.remote_directory)
         if len(entries) and int(entries.last_offsets[-1]) + 1 != body.end_offset:
             raise CorruptRecordError(
-                f"a commit's batches end at {int(entries.last_offsets[-1]) + 1}, its header at {body.end_offset}",
+                f"a section's batches end at {int(entries.last_offsets[-1]) + 1}, its header at {body.end_offset}",
                 file=self.remote_directory,
             )
         try:
@@ -406,7 +411,13 @@ class ObjectPartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self.view().log_start_offset
+        """The log start offset, from the last commit's header (``ends_in_last_commit``)."""
+        return self.ends_in_last_commit().log_start_offset
+
+    def offsets(self) -> tuple[int, int]:
+        """The log start offset and the log end offset, from the last commit's header (``ends_in_last_commit``)."""
+        end = self.ends_in_last_commit()
+        return end.log_start_offset, end.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -452,11 +463,29 @@ class ObjectPartitionLog:
     def log_end_offset(self) -> int:
         """The log end offset, from the last commit's header, without following the commits: all a Spark driver
         planning offset ranges needs (its executors' replicas then follow them as they read)."""
-        number = self._commits.last_number()
-        head = self._commits.body_prefix(number, _BODY.size) if number >= 0 else None
-        if number >= 0 and head is None:  # retired meanwhile: a newer commit exists
-            return self.view().log_end_offset
-        return int(_BODY.unpack(head)[2]) if head is not None else 0
+        return self.ends_in_last_commit().log_end_offset
+
+    def ends_in_last_commit(self) -> PartitionEnd:
+        """The partition's log end and log start from the last commit's header: a probe past the last commit this
+        process knows of, and a ranged read of the header when the probe found a new one."""
+        return self.topic_ends([self.partition])[self.partition]
+
+    def topic_ends(self, partitions: Iterable[int]) -> dict[int, PartitionEnd]:
+        """The log end and log start of ``partitions`` of the topic (this one's or others), from the last commit's
+        header: what a Spark driver planning every partition of the topic asks, with one probe of its chain."""
+        wanted = sorted(set(partitions))
+        size = header_size(max(wanted[-1] + 1 if wanted else 0, _MIN_HEADER_ENTRIES))
+        for _attempt in range(_MAX_MANIFEST_RETRIES):
+            number = self._commits.last_number()
+            if number < 0:
+                return dict.fromkeys(wanted, PartitionEnd(0, 0))
+            head = self._commits.body_prefix(number, size)
+            if head is not None:
+                return {p: end_of(head, p, self._commits.path(number)) for p in wanted}
+            # Retired meanwhile (a newer commit exists): the next look lists the chain.
+        raise CorruptRecordError(
+            "the last commit kept going before its header could be read", file=self.chain_directory
+        )
 
     @property
     def config(self) -> LogConfig:
@@ -495,10 +524,12 @@ class ObjectPartitionLog:
             end = self.log_end_offset
             return AppendInfo(end, end - 1, 0, -1, -1)
         with self._applied.exclusive() as record:
+            # The last commit this process made or found (of any partition of the topic: the header brings this
+            # replica up to it without a read); winning the create of the next name proves nothing followed it.
             latest = self._commits.known_latest()
-            assumed = latest is not None and _applied(record)[0] == latest.number
+            assumed = latest is not None
             if not assumed:
-                latest = self._commits.latest()  # none made or found yet, or the shared replica is past it
+                latest = self._commits.latest()  # none made or found yet
             base = self._apply_through(record, latest)
             try:
                 batches, info = self._replica.prepared_append(pieces)
@@ -513,24 +544,44 @@ class ObjectPartitionLog:
             following = latest.number if latest is not None else -1
             if not len(batches.entries):
                 return info  # every batch repeats one already in the log
+            end = base
 
             def build(number: int, previous: Commit | None) -> bytes:
-                nonlocal base, following, batches, info
+                nonlocal base, end, following, batches, info
                 if previous is not None and previous.number != following:
                     base = self._apply_through(record, previous)
                     following = previous.number
                     batches, info = self._replica.prepared_append(pieces)
                 end = base + int((batches.entries.last_offset_deltas + 1).sum())
-                return PartitionCommit(CommitKind.BATCHES, base, end, _NO_LOG_START, batches.buf.tobytes()).encode()
+                section = Section(self.partition, SectionKind.BATCHES, base, end, NO_LOG_START, batches.buf.tobytes())
+                return self._following(previous, section)
 
             commit = self._commits.append(build, after=latest)
             self._replica.append_replica(batches, base)
-            record.write(_APPLIED.pack(commit.number, PartitionCommit.decode(commit, "").end_offset))
-        if commit.number - self._sealed_through >= self.seal_commits:
-            self._manifests.latest()  # another process may have sealed them
-            if commit.number - self._sealed_through >= self.seal_commits:
-                self.seal()
+            record.write(_APPLIED.pack(commit.number, end))
+        self._seal_when_due(commit.number)
         return info
+
+    def _following(self, previous: Commit | None, section: Section) -> bytes:
+        """The body of the commit of ``section`` after ``previous``.
+
+        Raises:
+            CorruptRecordError: The section does not start where ``previous``'s header has the partition end (the
+                replica, brought up to ``previous``, disagrees with the chain).
+        """
+        ends = decode_ends(previous.body, self._commits.path(previous.number)) if previous is not None else ()
+        try:
+            return TopicCommit.following(ends, [section]).encode()
+        except ValueError as error:
+            raise CorruptRecordError(str(error), file=self.chain_directory) from None
+
+    def _seal_when_due(self, number: int) -> None:
+        """Seal the topic once ``seal_commits`` commits follow the last seal this process knows of (and still do
+        once it has looked for a newer one)."""
+        if number - self._seal_covers >= self.seal_commits:
+            self._seals.latest()  # another process may have sealed them
+            if number - self._seal_covers >= self.seal_commits:
+                self.seal()
 
     def flush(self) -> None:
         """Nothing to do: an append is durable when its commit is written."""
@@ -555,58 +606,126 @@ class ObjectPartitionLog:
     # -- sealing ------------------------------------------------------------------------------------
 
     @property
-    def _sealed_through(self) -> int:
-        """The last commit the last manifest this process knows covers (-1: none)."""
-        known = self._manifests.known
+    def _seal_covers(self) -> int:
+        """The last commit the last seal of the topic this object knows of covers (-1: none)."""
+        known = self._seals.known
         return known.commit if known is not None else -1
 
     def seal(self) -> Manifest | None:
-        """Seal the commits after the last manifest into Kafka segments under a new manifest (``sealing``);
-        None when there is nothing to seal or another sealer sealed first.
+        """Seal the topic (``sealing``): every partition changed since its own last manifest gets its commits'
+        sections sealed into Kafka segments under a new manifest; then the seal is recorded, created only if
+        absent, and the commits the seal before it covered are deleted. Returns this partition's new manifest;
+        None when it had nothing new, or when another sealer sealed first.
+        """
+        previous_seal = self._seals.latest()
+        latest = self._commits.latest()
+        if latest is None or (previous_seal is not None and latest.number <= previous_seal.commit):
+            return None
+        ends = decode_ends(latest.body, self._commits.path(latest.number))
+
+        def seal_one(partition: int) -> Manifest | None | _Lost:
+            if partition == self.partition:
+                return self._seal_partition(latest, ends[partition])
+            with self._sibling(partition) as log:
+                return log._seal_partition(latest, ends[partition])
+
+        with ThreadPoolExecutor(max_workers=_PARALLEL_SEALS) as pool:
+            sealed = list(pool.map(seal_one, range(len(ends))))
+        mine = sealed[self.partition] if self.partition < len(sealed) else None
+        if any(isinstance(result, _Lost) for result in sealed):
+            return None  # a partition could not be sealed through the commit: no seal may claim it
+        seal = TopicSeal(
+            previous_seal.generation + 1 if previous_seal is not None else 0,
+            previous_seal.commit + 1 if previous_seal is not None else 0,
+            latest.number,
+        )
+        if self._seals.create(seal) and previous_seal is not None:
+            self._retire_commits(previous_seal, seal.commit)
+        return mine if isinstance(mine, Manifest) else None
+
+    def _sibling(self, partition: int) -> ObjectPartitionLog:
+        """Another partition of the topic, read through this process's replicas and the same chain object."""
+        return ObjectPartitionLog(
+            self.remote,
+            self.topic,
+            partition,
+            self._config_source,
+            cache_dir=self._cache_dir,
+            seal_commits=self.seal_commits,
+            topic_id=self._topic_id,
+        )
+
+    def _retire_commits(self, covered: TopicSeal, keep: int) -> None:
+        """Delete the commits the seal ``covered`` covered but commit ``keep`` and those after it: a seal retires
+        the commits of the seal before it (one seal late, so that a reader in the middle of them finishes), and
+        the chain's last commit is always there to be found."""
+        numbers = range(covered.first_commit, min(covered.commit + 1, keep))
+        self.remote.delete_all([self._commits.path(number) for number in numbers])
+
+    def _seal_partition(self, latest: Commit, end: PartitionEnd) -> Manifest | None | _Lost:
+        """Seal this partition's sections up to commit ``latest`` under a new manifest, unless its last manifest
+        has it as ``latest``'s header does (``end``); None then, ``_LOST`` when other sealers kept taking the
+        generation.
 
         The segments are built by a scratch replica primed at the last manifest's end, so that they are
         exactly what the engine writes, and follow the sealed ones whatever this process's replica rolled.
         """
-        previous = self._manifests.latest()
-        latest = self._commits.latest()
-        if latest is None or (previous is not None and latest.number <= previous.commit):
-            return None
+        for _attempt in range(_MAX_MANIFEST_RETRIES):
+            previous = self._manifests.latest()
+            if previous is not None and previous.commit >= latest.number:
+                return None  # another sealer sealed it this far
+            sealed_end = (previous.end_offset, previous.log_start_offset) if previous is not None else (0, 0)
+            if sealed_end == (end.log_end_offset, end.log_start_offset):
+                return None  # unchanged since its last manifest
+            manifest = self._seal_from(previous, latest, end)
+            if manifest is not None:
+                if previous is not None:
+                    self._retire(previous, manifest)
+                return manifest
+        return _LOST
+
+    def _seal_from(self, previous: Manifest | None, latest: Commit, end: PartitionEnd) -> Manifest | None:
+        """The partition sealed from ``previous`` through ``latest`` under the next manifest; None when another
+        sealer created that manifest first."""
         generation = previous.generation + 1 if previous is not None else 0
         scratch_root = f"{self.checkpoint_dir}/sealing-{self._sealer_id}"
-        scratch = ObjectPartitionLog(self.remote, self.topic, self.partition, self.config, cache_dir=scratch_root)
+        scratch = ObjectPartitionLog(
+            self.remote, self.topic, self.partition, self.config, cache_dir=scratch_root, topic_id=self._topic_id
+        )
         try:
             if previous is not None:
                 scratch._replica.truncate_fully_and_start_at(previous.end_offset, self._manifests.snapshot(previous))
             with scratch._applied.exclusive() as record:
                 if previous is not None:
                     record.write(_APPLIED.pack(previous.commit, previous.end_offset))
-                end = scratch._apply_through(record, latest)
+                sealed_end = scratch._apply_through(record, latest)
+            if sealed_end != end.log_end_offset:
+                raise CorruptRecordError(
+                    f"the sections of {self.remote_directory} end at {sealed_end}, commit {latest.number}'s header "
+                    f"at {end.log_end_offset}",
+                    file=self._commits.path(latest.number),
+                )
             scratch._replica.roll()
-            log_start = max(scratch._committed_log_start, previous.log_start_offset if previous is not None else 0)
+            log_start = max(end.log_start_offset, previous.log_start_offset if previous is not None else 0)
             earlier = previous.segments if previous is not None else ()
-            manifest = self._publish(
+            return self._publish(
                 scratch._replica,
                 generation,
-                end,
+                sealed_end,
                 lambda snapshot, segments: Manifest(
                     generation,
                     previous.commit + 1 if previous is not None else 0,
                     latest.number,
-                    end,
+                    sealed_end,
                     log_start,
                     snapshot,
                     tuple(s for s in (*earlier, *segments) if s.end_offset > log_start),
                     previous.cleaned_through if previous is not None else 0,
                 ),
             )
-            if manifest is None:
-                return None
         finally:
             scratch.close()
             scratch._replica.storage.delete_tree(scratch_root)
-        if previous is not None:
-            self._retire(previous, manifest)
-        return manifest
 
     def _publish(
         self,
@@ -644,11 +763,8 @@ class ObjectPartitionLog:
         return uploaded
 
     def _retire(self, previous: Manifest, manifest: Manifest) -> None:
-        """Delete what ``manifest`` made unneeded one generation late: the commits ``previous`` covered and
-        the sealed segments retention or compaction replaced. The last commit ``manifest`` covers stays, so
-        that the log's last commit is always there to be found (a manifest of a compaction covers no new one)."""
-        for number in range(previous.first_commit, min(previous.commit + 1, manifest.commit)):
-            self.remote.delete(self._commits.path(number))
+        """Delete the sealed segments ``manifest`` no longer lists that ``previous`` did (retention or compaction
+        replaced them); the topic's seal deletes the commits (``_retire_commits``)."""
         kept = {(s.directory, s.base_offset) for s in manifest.segments}
         for segment in previous.segments:
             if (segment.directory, segment.base_offset) not in kept:
@@ -684,10 +800,12 @@ class ObjectPartitionLog:
                 if previous is not None and previous.number != following:
                     end = self._apply_through(record, previous)
                     following = previous.number
-                return PartitionCommit(CommitKind.LOG_START, end, end, min(offset, end)).encode()
+                return self._following(
+                    previous, Section(self.partition, SectionKind.LOG_START, end, end, min(offset, end))
+                )
 
             commit = self._commits.append(build, after=latest)
-            self._apply_log_start(PartitionCommit.decode(commit, "").log_start_offset)
+            self._apply_log_start(min(offset, end))
             record.write(_APPLIED.pack(commit.number, end))
             return self._replica.view().log_start_offset
 
@@ -735,6 +853,9 @@ class ObjectPartitionLog:
                 with self._applied.exclusive() as record:  # this host's replica takes the compacted segments
                     self._download_sealed(compacted, self._replica)
                     record.write(_APPLIED.pack(compacted.commit, compacted.end_offset))
+                seal = self._seals.known
+                if seal is not None:  # new replicas start from the compacted segments, not the commits
+                    self._retire_commits(seal, seal.commit)
         finally:
             scratch.close()
             scratch.storage.delete_tree(scratch_root)
