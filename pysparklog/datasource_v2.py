@@ -84,7 +84,16 @@ from pysparklog.spark.offset_ranges import (
     split_ranges,
 )
 from pysparklog.spark.pushdown import PushedBounds, narrow_ranges, translate
-from pysparklog.spark.sink import SinkCommitLog, TaskWrite, batch_sink_id, streaming_sink_id, write_task
+from pysparklog.spark.sink import (
+    SinkCommitLog,
+    TaskWrite,
+    abort_staged_write,
+    batch_sink_id,
+    commit_staged_write,
+    stages,
+    streaming_sink_id,
+    write_task,
+)
 from pysparklog.spark.sink_options import DeliveryGuarantee, SaveMode, SinkColumns, SinkOptions, check_sink_schema
 from pysparklog.spark.storage_options import StorageSettings, open_logs
 from pysparklog.storage.io import read_if_exists, storage_for
@@ -675,13 +684,21 @@ class PySparkLogBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         writes = _writes(messages)
         if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self.skip:
-            commit_log = SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), self.sink_id)
+            logs = open_logs(self.options.path, self.options.storage_settings)
+            if stages(self.options, logs):
+                commit_staged_write(logs, None, 0, writes)
+                return
+            commit_log = SinkCommitLog(logs, self.sink_id)
             commit_log.commit(None, 0, writes)
             commit_log.forget()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self.skip:
-            commit_log = SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), self.sink_id)
+            logs = open_logs(self.options.path, self.options.storage_settings)
+            if stages(self.options, logs):
+                abort_staged_write(logs, _writes(messages))
+                return
+            commit_log = SinkCommitLog(logs, self.sink_id)
             commit_log.abort()
             commit_log.forget()
 
@@ -715,18 +732,24 @@ class PySparkLogStreamWriter(DataSourceStreamArrowWriter):
         writes = _writes(messages)
         if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and writes:
             first = writes[0]
-            SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), first.sink_id).commit(
-                first.query_id, batchId, writes
-            )
+            logs = open_logs(self.options.path, self.options.storage_settings)
+            if stages(self.options, logs):
+                commit_staged_write(logs, first.query_id, batchId, writes)
+            else:
+                SinkCommitLog(logs, first.sink_id).commit(first.query_id, batchId, writes)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
         if self.options.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
             return
         writes = _writes(messages)
+        logs = open_logs(self.options.path, self.options.storage_settings)
+        if stages(self.options, logs):
+            abort_staged_write(logs, writes)
+            return
         query_id = _checkpoint_query_id(self.options.checkpoint_location)
         sink_id = writes[0].sink_id if writes else query_id and streaming_sink_id(self.options, query_id)
         if sink_id:
-            SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), sink_id).abort()
+            SinkCommitLog(logs, sink_id).abort()
         else:  # the tasks' next attempts, or the timeout, abort what the failed ones left open
             _log.warning("pysparklog: batch %d aborted; its query id is unknown here (no checkpoint)", batchId)
 

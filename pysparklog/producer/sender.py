@@ -16,6 +16,7 @@ import itertools
 import logging
 import threading
 import time
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +45,15 @@ _BULK_ROWS = 1 << 16
 _client_ids = itertools.count(1)
 
 
+class Stage(Protocol):
+    """Where a producer's batches go instead of the partitions' logs: an exactly-once sink task's staged objects
+    on an object store (``storage.objects.staged``), which its driver's commit gives offsets."""
+
+    def append(self, topic: str, partition: int, batches: EncodedBatches) -> AppendInfo:
+        """Keep ``batches`` for ``topic``-``partition``; their offsets are the stage's own, numbered from 0."""
+        ...
+
+
 class Sender:
     """Appends what the accumulator holds: from its own thread when due, at once on ``flush`` and ``close``.
 
@@ -53,6 +63,7 @@ class Sender:
         accumulator: Where the records wait.
         transactions: The producer id, epoch and transaction the batches belong to.
         append_lock: The producer's append lock: held while draining and appending.
+        stage: Where the batches go instead of the logs (None: the logs).
     """
 
     def __init__(
@@ -62,8 +73,10 @@ class Sender:
         accumulator: RecordAccumulator,
         transactions: TransactionManager,
         append_lock: threading.Lock,
+        stage: Stage | None = None,
     ) -> None:
         self._logs = logs
+        self._stage = stage
         self.config = config
         self._accumulator = accumulator
         self._transactions = transactions
@@ -264,6 +277,8 @@ class Sender:
         attempts = 0
         while True:
             try:
+                if self._stage is not None:
+                    return self._stage.append(state.topic, state.partition, group)
                 if state.log is None:
                     state.log = self._logs.partition(state.topic, state.partition)
                 return state.log.append(group)

@@ -27,6 +27,7 @@ PARTITION_COUNTS = (4, 64)
 
 
 def _topic(counted_s3: CountedS3, topic: str, partitions: int, records: int) -> LogDirectory:
+    """A topic of ``partitions`` partitions holding ``records`` records, written through the counting proxy."""
     logs = LogDirectory(storage_for(counted_s3.root, counted_s3.storage_options))
     logs.topics.create(topic, partitions=partitions)
     with Producer(logs, ProducerConfig(linger_ms=5)) as producer:
@@ -76,3 +77,61 @@ def test_an_idle_trigger_asks_at_most_two_requests(
     assert not [r for r in requests if r.method == "PUT"], proxy.summary(since=before)
     # One probe of the topic's chain per trigger, and the topics' metadata read again in the background every 5 s.
     assert len(requests) <= 2 * triggers, proxy.summary(since=before)
+
+
+@pytest.mark.parametrize("partitions", PARTITION_COUNTS)
+def test_a_one_record_exactly_once_micro_batch_asks_at_most_two_per_task_and_four(
+    spark: SparkSession,
+    counted_s3: CountedS3,
+    s3_endpoint: str,
+    partitions: int,
+    tmp_path: Path,
+    queries: list[StreamingQuery],
+) -> None:
+    """A stream copy of a topic into another, exactly-once: the micro-batch copying one record is a probe of the
+    input's chain, the task's read of the new commit, its staged object and the driver's commit of the output's
+    chain, whatever the partition count (Delta's streaming profile: a PUT per task and one commit)."""
+    logs = _topic(counted_s3, "in", partitions, partitions)
+    logs.topics.create("out", partitions=partitions)
+    copy = (
+        stream(spark, counted_s3.root, subscribe="in", startingOffsets="earliest")
+        .options(**counted_s3.spark_options)
+        .load()
+        .select("key", "value")
+        .writeStream.format("pysparklog")
+        .options(**counted_s3.spark_options)
+        .option("topic", "out")
+        .option("deliveryGuarantee", "exactly-once")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="1 second")
+        .start(counted_s3.root)
+    )
+    queries.append(copy)
+    direct = LogDirectory(storage_for(counted_s3.root, {**counted_s3.storage_options, "aws_endpoint": s3_endpoint}))
+
+    def copied() -> int:
+        return sum(direct.offsets("out", range(partitions))[p][1] for p in range(partitions))
+
+    deadline = time.monotonic() + 120
+    while copied() < partitions and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert copied() == partitions, "the first micro-batch copied the topic"
+    time.sleep(2.5)  # idle triggers: the workers that run the next micro-batch are up
+    proxy = counted_s3.proxy
+    with Producer(direct, ProducerConfig(linger_ms=0)) as producer:  # not through the proxy: not counted
+        producer.send("in", value=b"one", partition=partitions - 1).get()
+    before, started = proxy.mark(), time.monotonic()
+    while copied() < partitions + 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert copied() == partitions + 1, "the record was copied"
+    time.sleep(1.5)  # the trigger after it, where Spark calls the source's commit
+    window_s = time.monotonic() - started
+    requests = proxy.requests(since=before)
+    idle_triggers = int(window_s) + 1  # at a 1 s trigger, the triggers of the window that copied nothing
+    puts = [r for r in requests if r.method == "PUT"]
+    assert len(puts) == 2, f"the task's staged object and the driver's commit: {proxy.summary(since=before)}"
+    tasks = partitions
+    assert len(requests) <= 2 * tasks + 4 + 2 * idle_triggers, proxy.summary(since=before)
+    assert len(requests) <= 4 + 2 * idle_triggers + 4, "independent of the partition count: " + proxy.summary(
+        since=before
+    )

@@ -50,22 +50,25 @@ from pysparklog.storage.objects.sealing import SEALED, Manifest, Manifests, Seal
 from pysparklog.storage.objects.topic_commit import (
     NO_LOG_START,
     NO_TOPIC_ID,
+    STAGED_DIRECTORY,
     PartitionEnd,
     Section,
     SectionKind,
     TopicCommit,
+    TopicHeader,
     chain_directory_name,
     decode_ends,
+    decode_header,
     end_of,
     header_size,
 )
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches
-from pysparklog.storage.records.memory_records import scan, verify_crcs
+from pysparklog.storage.records.memory_records import EntryTable, scan, verify_crcs
 from pysparklog.storage.segment import LOG_SUFFIX, LogSegment, filename_prefix
 from pysparklog.storage.segment_indexes import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from pysparklog.storage.transaction_index import READ_UNCOMMITTED, AbortedTxn
-from pysparklog.storage.validator import Batches, checked_batches
+from pysparklog.storage.validator import Batches, assign_offset, checked_batches
 
 #: The environment variable naming the directory of the replicas (default: the user's cache directory).
 CACHE_DIR_VARIABLE = "PYSPARKLOG_CACHE_DIR"
@@ -373,18 +376,58 @@ class ObjectPartitionLog:
         replica_end = self._replica.view().log_end_offset
         if replica_end == body.end_offset:
             return  # applied by a process that died before recording it
-        buf = np.frombuffer(bytearray(body.batches), dtype=np.uint8)  # writable: the replica numbers it again
-        entries = scan(buf, file=self.remote_directory)
-        verify_crcs(buf, entries, file=self.remote_directory)
-        if len(entries) and int(entries.last_offsets[-1]) + 1 != body.end_offset:
+        source = self._commits.directory
+        if body.kind == SectionKind.STAGED:
+            source = self._staged_path(body)
+            buf, entries = self._staged_batches(body, source)
+        else:
+            buf = np.frombuffer(bytearray(body.data), dtype=np.uint8)  # writable: the replica numbers it again
+            entries = scan(buf, file=source)
+            verify_crcs(buf, entries, file=source)
+        whole = len(entries) and int(entries.positions[-1] + entries.sizes[-1]) == len(buf)
+        if not whole or int(entries.last_offsets[-1]) + 1 != body.end_offset:
+            found = int(entries.last_offsets[-1]) + 1 if len(entries) else body.base_offset
             raise CorruptRecordError(
-                f"a section's batches end at {int(entries.last_offsets[-1]) + 1}, its header at {body.end_offset}",
-                file=self.remote_directory,
+                f"a section's {len(buf)} bytes hold batches to offset {found} ({len(entries)} whole ones), its header "
+                f"says to {body.end_offset}",
+                file=source,
             )
         try:
             self._replica.append_replica(Batches(buf, entries), body.base_offset)
         except InvalidOffsetError as error:
             raise _OutOfStep(str(error)) from None
+
+    def _staged_path(self, section: Section) -> str:
+        return f"{self.chain_directory}/{STAGED_DIRECTORY}/{section.reference(self._commits.path(0)).name}"
+
+    def _staged_batches(self, section: Section, staged: str) -> tuple[np.ndarray, EntryTable]:
+        """A staged section's batches, read from their staged object with one ranged GET and given the section's
+        offsets (numbered from 0 when staged: Kafka's batch CRC does not cover the base offset).
+
+        Raises:
+            _OutOfStep: The staged object is gone (retired with its commit by a seal meanwhile).
+            CorruptRecordError: The range holds no whole batches, or batches of a producer id (a sink stages none).
+        """
+        reference = section.reference(staged)
+        try:
+            data = self.remote.read(staged, reference.position, reference.length)
+        except FileNotFoundError:
+            raise _OutOfStep(f"the staged object {staged} is gone") from None
+        if len(data) != reference.length:
+            raise CorruptRecordError(
+                f"the staged object holds {len(data)} bytes at {reference.position}, not {reference.length}",
+                file=staged,
+            )
+        buf = np.frombuffer(bytearray(data), dtype=np.uint8)
+        entries = scan(buf, file=staged)
+        verify_crcs(buf, entries, file=staged)
+        if entries.has_producers:
+            raise CorruptRecordError("a staged section holds batches of a producer id", file=staged)
+        offset = section.base_offset
+        for position, delta in zip(entries.positions.tolist(), entries.last_offset_deltas.tolist(), strict=True):
+            assign_offset(buf.data, position, offset)
+            offset += delta + 1
+        return buf, scan(buf, file=staged)
 
     def _apply_log_start(self, offset: int) -> None:
         """Raise the replica's log start and retire its segments wholly below it, as retention would."""
@@ -569,9 +612,9 @@ class ObjectPartitionLog:
             CorruptRecordError: The section does not start where ``previous``'s header has the partition end (the
                 replica, brought up to ``previous``, disagrees with the chain).
         """
-        ends = decode_ends(previous.body, self._commits.path(previous.number)) if previous is not None else ()
+        header = decode_header(previous.body, self._commits.path(previous.number)) if previous else TopicHeader()
         try:
-            return TopicCommit.following(ends, [section]).encode()
+            return TopicCommit.following(header, [section]).encode()
         except ValueError as error:
             raise CorruptRecordError(str(error), file=self.chain_directory) from None
 
@@ -634,10 +677,12 @@ class ObjectPartitionLog:
         mine = sealed[self.partition] if self.partition < len(sealed) else None
         if any(isinstance(result, _Lost) for result in sealed):
             return None  # a partition could not be sealed through the commit: no seal may claim it
+        first = previous_seal.commit + 1 if previous_seal is not None else 0
         seal = TopicSeal(
             previous_seal.generation + 1 if previous_seal is not None else 0,
-            previous_seal.commit + 1 if previous_seal is not None else 0,
+            first,
             latest.number,
+            self._staged_names(first, latest.number),
         )
         if self._seals.create(seal) and previous_seal is not None:
             self._retire_commits(previous_seal, seal.commit)
@@ -660,7 +705,23 @@ class ObjectPartitionLog:
         the commits of the seal before it (one seal late, so that a reader in the middle of them finishes), and
         the chain's last commit is always there to be found."""
         numbers = range(covered.first_commit, min(covered.commit + 1, keep))
-        self.remote.delete_all([self._commits.path(number) for number in numbers])
+        staged = [
+            f"{self.chain_directory}/{STAGED_DIRECTORY}/{name}" for number, name in covered.staged if number in numbers
+        ]
+        self.remote.delete_all([self._commits.path(number) for number in numbers] + staged)
+
+    def _staged_names(self, first: int, last: int) -> tuple[tuple[int, str], ...]:
+        """The staged objects commits ``first`` to ``last`` refer to, (commit, name) pairs: those a seal's commits
+        take with them when they go. The commits were just read by the sealing (this process keeps them)."""
+        names: dict[tuple[int, str], None] = {}
+        for number in range(first, last + 1):
+            commit = self._commits.read(number)
+            if commit is None:
+                continue  # retired by a compaction meanwhile, its staged objects with it
+            for section in TopicCommit.decode(commit.body, self._commits.path(number)).sections:
+                if section.kind == SectionKind.STAGED:
+                    names[(number, section.reference(self._commits.path(number)).name)] = None
+        return tuple(names)
 
     def _seal_partition(self, latest: Commit, end: PartitionEnd) -> Manifest | None | _Lost:
         """Seal this partition's sections up to commit ``latest`` under a new manifest, unless its last manifest

@@ -1,16 +1,18 @@
-"""Sealed segments on an object store: a partition's commits merged into Kafka's own segment files, listed by
-numbered manifests (docs/object-storage.md).
+"""Sealed segments on an object store: each partition's sections of its topic's commits merged into Kafka's own
+segment files, listed by numbered manifests, and the topic's seals (docs/object-storage.md).
 
 Commits are small objects, one per append; readers that start late, and Kafka's tools, want segments. A
-*sealer* (any process with the partition open: a writer past ``storage.seal.commits`` commits, or a
-maintenance pass) builds the segments that follow the last manifest from the commits after it, in a
-scratch replica primed with the manifest's producer state, so the engine's own append path writes the
-``.log``, ``.index``, ``.timeindex`` and ``.txnindex`` files and the producer ``.snapshot`` at each
-segment's base. It uploads them below ``sealed/<generation>-<writer id>/`` (a name no other sealer uses)
-and then creates ``manifests/<generation>`` only if absent: that create is the seal. A sealer that loses
-deletes what it uploaded. Once a manifest covers them, the commits the previous manifest covered are
-deleted (one generation late, so that a reader in the middle of them finishes), and a replica that finds
-a commit gone reads the sealed segments instead.
+*sealer* (any process with a partition of the topic open: a writer past ``storage.seal.commits`` commits since
+the topic's last seal, or a maintenance pass) seals every partition that changed since its own last manifest:
+it builds the segments that follow that manifest from the partition's sections after it, in a scratch replica
+primed with the manifest's producer state, so the engine's own append path writes the ``.log``, ``.index``,
+``.timeindex`` and ``.txnindex`` files and the producer ``.snapshot`` at each segment's base. It uploads them
+below ``sealed/<generation>-<writer id>/`` (a name no other sealer uses) and then creates
+``manifests/<generation>`` only if absent: that create is the partition's seal. A sealer that loses deletes what
+it uploaded and looks again. Once every partition is sealed through the commit, the sealer creates the topic's
+``seals/<generation>`` below its chain, only if absent, and deletes the commits the seal before it covered (one
+seal late, so that a reader in the middle of them finishes); a replica that finds a commit gone reads its
+partition's sealed segments instead.
 
 The log cleaner compacts the sealed segments the same way: in a scratch copy of them, downloaded, whose
 compacted segments it uploads under the next manifest (same commits, same end), which is created only if
@@ -23,6 +25,10 @@ A manifest: ``PSLM``, the CRC-32C of the JSON that follows (big-endian uint32), 
      "log_start_offset": L, "snapshot": "<sealed dir>/<end offset>.snapshot", "cleaned_through": <the
      cleaner's first dirty offset>,
      "segments": [{"base_offset": b, "end_offset": e, "directory": "sealed/<G>-<writer>"}, ...]}
+
+A topic seal: ``PSLS``, the CRC-32C of the JSON that follows, then
+``{"version": 0, "generation": S, "first_commit": <first commit it covers>, "commit": <last commit covered>,
+"staged": [[<commit>, "<staged object name>"], ...]}``.
 """
 
 from __future__ import annotations
@@ -156,15 +162,19 @@ def _unframed(magic: bytes, data: bytes, path: str, what: str) -> bytes:
 @dataclass(frozen=True, slots=True)
 class TopicSeal:
     """One sealing of a topic: every partition changed since its own last manifest was sealed through ``commit``,
-    so the commits of the seal before it can go (``TopicSeals``)."""
+    so the commits of the seal before it can go (``TopicSeals``), with the staged objects they refer to
+    (``staged``: (commit, object name) pairs)."""
 
     generation: int
     first_commit: int
     commit: int
+    staged: tuple[tuple[int, str], ...] = ()
 
     def encode(self) -> bytes:
-        document = {"version": _VERSION, "generation": self.generation, "first_commit": self.first_commit}
-        return _framed(_SEAL_MAGIC, json.dumps({**document, "commit": self.commit}).encode())
+        document: dict[str, object] = {"version": _VERSION, "generation": self.generation}
+        document |= {"first_commit": self.first_commit, "commit": self.commit}
+        document["staged"] = [list(pair) for pair in self.staged]
+        return _framed(_SEAL_MAGIC, json.dumps(document).encode())
 
     @classmethod
     def decode(cls, data: bytes, path: str) -> TopicSeal:
@@ -178,7 +188,13 @@ class TopicSeal:
             document = json.loads(body)
             if document["version"] != _VERSION:
                 raise ValueError(f"version {document['version']!r}, expected {_VERSION}")
-            seal = cls(_offset(document["generation"]), _offset(document["first_commit"]), _offset(document["commit"]))
+            staged = tuple((_offset(number), str(name)) for number, name in document["staged"])
+            seal = cls(
+                _offset(document["generation"]),
+                _offset(document["first_commit"]),
+                _offset(document["commit"]),
+                staged,
+            )
         except (ValueError, KeyError, TypeError) as error:
             raise CorruptRecordError(f"not a pysparklog topic seal: {error!r}", file=path) from None
         if seal.first_commit > seal.commit + 1:

@@ -6,22 +6,33 @@ header alone tells every partition's log end and log start, so a replica whose p
 unchanged records the commit without reading anything more.
 
 A commit holds *sections*, each one partition's change: record batches (their offsets and timestamps already the
-log's) or a new log start offset. Offsets are fixed before the commit is written, against the writer's replica at
-the chain's end, so winning the create of the commit's name fixes them.
+log's), a new log start offset, or record batches staged in an object of their own (an exactly-once sink task's
+output, numbered from 0: Kafka's batch CRC does not cover the base offset, so a reader gives them the section's
+offsets). Offsets are fixed before the commit is written, against the chain's end as the writer knows it, so
+winning the create of the commit's name fixes them.
+
+The header also carries the *marks* of the exactly-once sinks that wrote the topic: each sink's last committed
+micro-batch, copied forward by every commit (the most recent 256 sinks), so that a sink's commit of a micro-batch
+and its record of having committed it are one write, and a re-run finds it in the chain's last commit.
 
 Big-endian::
 
     0  partitions        int32   P, the entries of the header (partitions above them have never changed)
     4  ends              P x (log end offset int64, log start offset int64): each partition's after this commit
+    .  marks             int16   M
+    .  M x mark          sink id length int16, sink id UTF-8, query id length int16 (-1: none), query id UTF-8,
+                         batch id int64
     .  sections          int32   S
-    .  S x section       partition int32, kind int8, base offset int64, end offset int64, log start offset int64
-                         (kind 1; else -1), size int32 (bytes of its batches)
-    .  batches           each section's record batches, in section order
+    .  S x section       partition int32, kind int8 (0 batches, 1 log start, 2 staged batches), base offset int64,
+                         end offset int64, log start offset int64 (kind 1; else -1), size int32 (of its bytes)
+    .  bytes             each section's, in section order: kind 0 its record batches; kind 2 where its batches are,
+                         position int64 and length int64 in the staged object, then the object's name (UTF-8)
 """
 
 from __future__ import annotations
 
 import enum
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,12 +42,21 @@ from pysparklog.errors import CorruptRecordError
 #: The directory of a topic's chains, beside its partitions' (``<topic>-chain/<topic id>``): a name no partition
 #: directory has, so Kafka's tools and ``partition_dirs`` pass it by.
 CHAIN_SUFFIX = "-chain"
+#: Where a chain's staged objects are, below its directory.
+STAGED_DIRECTORY = "staged"
 #: The incarnation of a topic without an id (made by appends) in its chain's directory.
 NO_TOPIC_ID = "no-topic-id"
 _COUNT = struct.Struct(">i")
 _END = struct.Struct(">qq")
+_SHORT = struct.Struct(">h")
+_BATCH_ID = struct.Struct(">q")
 _SECTION = struct.Struct(">ibqqqi")
+_REFERENCE = struct.Struct(">qq")
 NO_LOG_START = -1
+#: The sinks whose marks a header keeps: the most recently committed.
+MAX_MARKS = 256
+#: The names a staged object may have: one path segment, so a damaged reference cannot point elsewhere.
+_STAGED_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 #: A partition count no topic reaches (``topics.MAX_PARTITIONS`` is far below it): beyond it a header is damaged.
 _MAX_ENTRIES = 1 << 20
 
@@ -46,6 +66,51 @@ class SectionKind(enum.IntEnum):
 
     BATCHES = 0
     LOG_START = 1
+    STAGED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class SinkMark:
+    """An exactly-once sink's last committed micro-batch: its id, its query's id (None: a batch write) and the
+    batch."""
+
+    sink_id: str
+    query_id: str | None
+    batch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class StagedReference:
+    """Where a staged section's batches are: ``length`` bytes at ``position`` of the staged object ``name`` (below
+    the chain's ``staged/``)."""
+
+    name: str
+    position: int
+    length: int
+
+    def encode(self) -> bytes:
+        return _REFERENCE.pack(self.position, self.length) + self.name.encode()
+
+    @classmethod
+    def decode(cls, data: bytes, path: str) -> StagedReference:
+        """The reference in a staged section's bytes.
+
+        Raises:
+            CorruptRecordError: It is cut short, or names no staged object.
+        """
+        if len(data) <= _REFERENCE.size:
+            raise CorruptRecordError(f"a staged section's reference of {len(data)} bytes is cut short", file=path)
+        position, length = _REFERENCE.unpack_from(data)
+        try:
+            name = data[_REFERENCE.size :].decode()
+        except UnicodeDecodeError:
+            name = ""
+        if position < 0 or length <= 0 or not _STAGED_NAME.fullmatch(name):
+            raise CorruptRecordError(
+                f"a staged section refers to {length} bytes at {position} of {name!r}, not a staged object's range",
+                file=path,
+            )
+        return cls(name, position, length)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +126,24 @@ _NEVER_WRITTEN = PartitionEnd(0, 0)
 
 @dataclass(frozen=True, slots=True)
 class Section:
-    """One partition's change in a commit: batches from ``base_offset`` to ``end_offset`` (exclusive), or a new log
-    start offset (``LOG_START``, base and end both the log end)."""
+    """One partition's change in a commit: batches from ``base_offset`` to ``end_offset`` (exclusive), inline or
+    staged (``data`` their bytes, or the ``StagedReference``'s), or a new log start offset (``LOG_START``, base and
+    end both the log end)."""
 
     partition: int
     kind: SectionKind
     base_offset: int
     end_offset: int
     log_start_offset: int = NO_LOG_START
-    batches: bytes = b""
+    data: bytes = b""
+
+    def reference(self, path: str) -> StagedReference:
+        """Where a staged section's batches are.
+
+        Raises:
+            CorruptRecordError: Its bytes are no reference to a staged object's range.
+        """
+        return StagedReference.decode(self.data, path)
 
 
 def chain_directory_name(topic: str, topic_id: str | None) -> str:
@@ -79,33 +153,46 @@ def chain_directory_name(topic: str, topic_id: str | None) -> str:
 
 
 def header_size(partitions: int) -> int:
-    """The bytes of a header with ``partitions`` entries: what a reader of the ends fetches of a commit."""
+    """The bytes of a header's ends with ``partitions`` entries: what a reader of the ends fetches of a commit."""
     return _COUNT.size + partitions * _END.size
 
 
 @dataclass(frozen=True, slots=True)
-class TopicCommit:
-    """A decoded commit body: every partition's end after it, and its sections."""
+class TopicHeader:
+    """What every commit carries forward: every partition's end after it, and the sinks' marks."""
 
-    ends: tuple[PartitionEnd, ...]
-    sections: tuple[Section, ...]
+    ends: tuple[PartitionEnd, ...] = ()
+    marks: tuple[SinkMark, ...] = ()
 
     def end(self, partition: int) -> PartitionEnd:
-        """The partition's end after this commit ((0, 0) for one no commit has changed)."""
+        """The partition's end ((0, 0) for one no commit has changed)."""
         return self.ends[partition] if partition < len(self.ends) else _NEVER_WRITTEN
+
+    def mark(self, sink_id: str) -> SinkMark | None:
+        """The sink's last committed micro-batch, if the header keeps it."""
+        return next((mark for mark in self.marks if mark.sink_id == sink_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCommit:
+    """A decoded commit body: its header and its sections."""
+
+    header: TopicHeader
+    sections: tuple[Section, ...]
 
     def sections_of(self, partition: int) -> list[Section]:
         return [section for section in self.sections if section.partition == partition]
 
     @classmethod
-    def following(cls, previous: Sequence[PartitionEnd], sections: Sequence[Section]) -> TopicCommit:
+    def following(cls, previous: TopicHeader, sections: Sequence[Section], mark: SinkMark | None = None) -> TopicCommit:
         """The commit of ``sections`` after a commit whose header is ``previous`` (empty: the chain's first), its
-        header derived from both.
+        header derived from both; ``mark`` records a sink's micro-batch (the sink's earlier mark dropped, and the
+        least recent sink's when the header keeps ``MAX_MARKS``).
 
         Raises:
             ValueError: A section does not start at its partition's end.
         """
-        ends = list(previous)
+        ends = list(previous.ends)
         for section in sections:
             while len(ends) <= section.partition:
                 ends.append(_NEVER_WRITTEN)
@@ -119,17 +206,26 @@ class TopicCommit:
             if section.kind == SectionKind.LOG_START:
                 log_start = max(log_start, section.log_start_offset)
             ends[section.partition] = PartitionEnd(section.end_offset, log_start)
-        return cls(tuple(ends), tuple(sections))
+        marks = previous.marks
+        if mark is not None:
+            marks = (*(m for m in marks if m.sink_id != mark.sink_id), mark)[-MAX_MARKS:]
+        return cls(TopicHeader(tuple(ends), marks), tuple(sections))
 
     def encode(self) -> bytes:
-        parts = [_COUNT.pack(len(self.ends))]
-        parts.extend(_END.pack(end.log_end_offset, end.log_start_offset) for end in self.ends)
+        header = self.header
+        parts = [_COUNT.pack(len(header.ends))]
+        parts.extend(_END.pack(end.log_end_offset, end.log_start_offset) for end in header.ends)
+        parts.append(_SHORT.pack(len(header.marks)))
+        for mark in header.marks:
+            parts.append(_text(mark.sink_id))
+            parts.append(_SHORT.pack(-1) if mark.query_id is None else _text(mark.query_id))
+            parts.append(_BATCH_ID.pack(mark.batch_id))
         parts.append(_COUNT.pack(len(self.sections)))
         for s in self.sections:
             parts.append(
-                _SECTION.pack(s.partition, s.kind, s.base_offset, s.end_offset, s.log_start_offset, len(s.batches))
+                _SECTION.pack(s.partition, s.kind, s.base_offset, s.end_offset, s.log_start_offset, len(s.data))
             )
-        parts.extend(s.batches for s in self.sections)
+        parts.extend(s.data for s in self.sections)
         return b"".join(parts)
 
     @classmethod
@@ -140,12 +236,12 @@ class TopicCommit:
             CorruptRecordError: The body is not a topic commit: cut short, of an unknown section kind, with offsets
                 that do not add up or sections that do not end where the header says.
         """
-        ends = decode_ends(body, path)
-        position = header_size(len(ends))
+        header, position = _decode_header(body, path)
+        ends = header.ends
         count = _unpack(_COUNT, body, position, path, "the section count")[0]
         position += _COUNT.size
-        if not 0 <= count <= len(ends) * 2 + 1:
-            raise CorruptRecordError(f"a topic commit of {len(ends)} partitions with {count} sections", file=path)
+        if not 0 < count <= (len(body) - position) // _SECTION.size:
+            raise CorruptRecordError(f"a topic commit of {len(body)} bytes with {count} sections", file=path)
         headers = []
         for _ in range(count):
             headers.append(_unpack(_SECTION, body, position, path, "a section"))
@@ -157,7 +253,7 @@ class TopicCommit:
             if kind not in SectionKind.__members__.values() or not 0 <= partition < len(ends) or not 0 <= base <= end:
                 raise CorruptRecordError(
                     f"not a section: partition {partition} of {len(ends)}, kind {kind}, offsets {base} to {end} "
-                    "(kinds: 0 batches, 1 log start)",
+                    "(kinds: 0 batches, 1 log start, 2 staged batches)",
                     file=path,
                 )
             if kind == SectionKind.LOG_START and (base != end or not 0 <= log_start <= end or size):
@@ -166,13 +262,64 @@ class TopicCommit:
                 raise CorruptRecordError(
                     f"a section of partition {partition} ends at {end}, past the header's {ends[partition]}", file=path
                 )
-            sections.append(
-                Section(partition, SectionKind(kind), base, end, log_start, body[position : position + size])
-            )
+            section = Section(partition, SectionKind(kind), base, end, log_start, body[position : position + size])
+            if kind == SectionKind.STAGED:
+                section.reference(path)  # checked now: a damaged reference is the commit's damage
+            sections.append(section)
             position += size
         if position != len(body):
             raise CorruptRecordError(f"a topic commit has {len(body) - position} bytes after its sections", file=path)
-        return cls(ends, tuple(sections))
+        return cls(header, tuple(sections))
+
+
+def decode_header(body: bytes, path: str) -> TopicHeader:
+    """A body's header: every partition's end and the sinks' marks, what the next commit carries forward.
+
+    Raises:
+        CorruptRecordError: The header is cut short or does not add up.
+    """
+    return _decode_header(body, path)[0]
+
+
+def _decode_header(body: bytes, path: str) -> tuple[TopicHeader, int]:
+    ends = decode_ends(body, path)
+    position = header_size(len(ends))
+    count = _unpack(_SHORT, body, position, path, "the mark count")[0]
+    position += _SHORT.size
+    if not 0 <= count <= MAX_MARKS:
+        raise CorruptRecordError(f"a topic commit's header has {count} sink marks", file=path)
+    marks = []
+    for _ in range(count):
+        sink_id, position = _decode_text(body, position, path)
+        query_id: str | None = None
+        if _unpack(_SHORT, body, position, path, "a mark")[0] == -1:
+            position += _SHORT.size
+        else:
+            query_id, position = _decode_text(body, position, path)
+        batch_id = _unpack(_BATCH_ID, body, position, path, "a mark")[0]
+        position += _BATCH_ID.size
+        if batch_id < 0:
+            raise CorruptRecordError(f"a sink mark of batch {batch_id}", file=path)
+        marks.append(SinkMark(sink_id, query_id, batch_id))
+    return TopicHeader(ends, tuple(marks)), position
+
+
+def _text(value: str) -> bytes:
+    data = value.encode()
+    if len(data) > 0x7FFF:
+        raise ValueError(f"a sink or query id is at most {0x7FFF} bytes of UTF-8, not {len(data)}")
+    return _SHORT.pack(len(data)) + data
+
+
+def _decode_text(body: bytes, position: int, path: str) -> tuple[str, int]:
+    length = _unpack(_SHORT, body, position, path, "a mark")[0]
+    position += _SHORT.size
+    if length < 0 or position + length > len(body):
+        raise CorruptRecordError(f"a mark's id of {length} bytes runs past the commit's end", file=path)
+    try:
+        return body[position : position + length].decode(), position + length
+    except UnicodeDecodeError:
+        raise CorruptRecordError("a mark's id is not UTF-8", file=path, position=position) from None
 
 
 def decode_ends(body: bytes, path: str) -> tuple[PartitionEnd, ...]:
