@@ -13,6 +13,7 @@ Budgets (docs/object-storage.md, "Cost at steady state"):
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -91,7 +92,7 @@ def test_planning_an_unchanged_topic_probes_its_chain_once(
             assert proxy.count(since=before, path_contains="/commits/") == proxy.count(since=before) - metadata
         # Another process appends to every partition, a commit each: the next planning finds them with two probes
         # and one listing, and reads the last one's header.
-        _append_to_each_partition_elsewhere(counted_s3, partitions)
+        _append_to_each_partition_elsewhere(counted_s3, partitions, tmp_path / "another-host")
         before = proxy.mark()
         assert plan() == {TopicPartition("t", p): ends + 1 for p in range(partitions)}
         assert proxy.count(since=before) - proxy.count(since=before, path_contains=TOPICS_FILE) <= 4, proxy.summary(
@@ -99,8 +100,9 @@ def test_planning_an_unchanged_topic_probes_its_chain_once(
         )
 
 
-def _append_to_each_partition_elsewhere(counted_s3: CountedS3, partitions: int) -> None:
-    """One record appended to each partition of ``t`` by another process (which shares no chain with this one)."""
+def _append_to_each_partition_elsewhere(counted_s3: CountedS3, partitions: int, cache: Path) -> None:
+    """One record appended to each partition of ``t`` by a process of another host (which shares no chain and no
+    replica with this one)."""
     script = (
         "import sys; from pysparklog.producer import Producer, ProducerConfig; "
         "from pysparklog.storage.io import storage_for; "
@@ -109,7 +111,10 @@ def _append_to_each_partition_elsewhere(counted_s3: CountedS3, partitions: int) 
         f"[producer.send('t', value=b'w', partition=p).get() for p in range({partitions})]; producer.close()"
     )
     options = [item for pair in counted_s3.storage_options.items() for item in pair]
-    subprocess.run([sys.executable, "-c", script, counted_s3.root, *options], check=True, cwd=REPO, timeout=120)
+    elsewhere = {**os.environ, "PYSPARKLOG_CACHE_DIR": str(cache)}
+    subprocess.run(
+        [sys.executable, "-c", script, counted_s3.root, *options], check=True, cwd=REPO, timeout=120, env=elsewhere
+    )
 
 
 def test_a_task_reading_a_range_its_replica_holds_asks_nothing(
@@ -139,3 +144,19 @@ def test_a_task_reading_a_range_its_replica_holds_asks_nothing(
     past_replica = RangesPartition(counted_s3.root, (OffsetRange(TopicPartition("t", 0), 9, 11),), False, False, True)
     monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "other-host"))
     assert [v for b in read_ranges(past_replica) for v in b.column("value").to_pylist()] == [b"0-9", b"0-10"]
+
+
+def test_a_task_reading_past_its_replica_reads_the_commit_it_needs_and_no_more(
+    counted_s3: CountedS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "replicas"))
+    logs = _logs(counted_s3, 2)
+    logs.partition("t", 0).append_arrow(pa.table({"value": [f"0-{i}".encode() for i in range(10)]}))
+    held = RangesPartition(counted_s3.root, (OffsetRange(TopicPartition("t", 0), 0, 10),), False, False, True)
+    assert sum(b.num_rows for b in read_ranges(held)) == 10
+    _append_to_each_partition_elsewhere(counted_s3, 2, tmp_path / "another-host")  # partition 0's, then 1's
+    task = RangesPartition(counted_s3.root, (OffsetRange(TopicPartition("t", 0), 10, 11),), False, False, True)
+    proxy = counted_s3.proxy
+    before = proxy.mark()
+    assert [v for b in read_ranges(task) for v in b.column("value").to_pylist()] == [b"w"]
+    assert proxy.count(since=before) == 1, proxy.summary(since=before)  # the new commit, not a probe past it

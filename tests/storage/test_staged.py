@@ -4,6 +4,7 @@ S3-compatible server process (tests/s3_server.py)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -80,17 +81,25 @@ def test_marks_survive_other_writers_commits_and_the_least_recent_sink_goes_past
     assert last_mark(logs, "t", "kept") is None and last_mark(logs, "t", f"sink-{MAX_MARKS - 1}") is not None
 
 
-def test_a_topic_with_log_append_time_gets_it_at_staging(logs: LogDirectory) -> None:
+def test_a_topic_with_log_append_time_gets_the_time_of_the_commit_that_makes_them_visible(
+    logs: LogDirectory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     logs.topics.create("stamped", partitions=1, configs={"message.timestamp.type": "LogAppendTime"})
     stage = StagedWrites(logs)
     with Producer(logs, STAGING, stage=stage) as producer:
         producer.send_arrow("stamped", pa.table({"value": [b"a", b"b"], "timestamp": [0, 1]}))
-    assert commit_staged(logs, stage.put("task"), None)
-    with logs.partition("stamped", 0) as log:
-        table = read_all(log)
-    stamps = set(table.column("timestamp").cast(pa.int64()).to_pylist())
-    assert len(stamps) == 1 and stamps.pop() > 1_700_000_000_000
-    assert set(table.column("timestampType").to_pylist()) == {TimestampType.LOG_APPEND_TIME.value}
+    staged = stage.put("task")
+    time.sleep(0.05)
+    committing = int(time.time() * 1000)
+    assert commit_staged(logs, staged, None)
+    stamps = []
+    for host in ("this host", "another host"):  # every replica stamps the same time
+        monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / host))
+        with LogDirectory(logs.storage).partition("stamped", 0) as log:
+            table = read_all(log)
+        assert set(table.column("timestampType").to_pylist()) == {TimestampType.LOG_APPEND_TIME.value}
+        stamps.append(set(table.column("timestamp").cast(pa.int64()).to_pylist()))
+    assert stamps[0] == stamps[1] and len(stamps[0]) == 1 and min(stamps[0]) >= committing
 
 
 def test_sealing_takes_staged_sections_into_segments_and_retires_their_objects(logs: LogDirectory) -> None:

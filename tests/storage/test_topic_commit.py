@@ -40,6 +40,7 @@ def _commit() -> TopicCommit:
             Section(2, SectionKind.LOG_START, 3, 3, log_start_offset=2),
         ],
         SinkMark("other", "query", 9),
+        time_ms=1_800_000_000_000,
     )
 
 
@@ -47,6 +48,7 @@ def test_a_commit_round_trips_and_its_header_follows_its_sections() -> None:
     commit = _commit()
     assert commit.header.ends == (PartitionEnd(6, 0), PartitionEnd(0, 0), PartitionEnd(3, 2))
     assert commit.header.marks == (SinkMark("sink", None, 4), SinkMark("other", "query", 9))
+    assert commit.header.time_ms == 1_800_000_000_000
     body = commit.encode()
     assert TopicCommit.decode(body, PATH) == commit
     assert decode_header(body, PATH) == commit.header

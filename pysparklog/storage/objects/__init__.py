@@ -9,6 +9,7 @@ partition there is kept another way, in the modules of this package (docs/object
   that change some of them (``TopicCommit``);
 - ``sealing``: commits sealed into Kafka segments under numbered manifests (``Manifests``) and topic seals
   (``TopicSeals``);
+- ``staged``: an exactly-once sink's micro-batch, its tasks' batches staged and made visible by one commit;
 - ``lease``: the lock of an object store, a lease made of its two conditional writes (``ObjectLease``);
 - ``log``: the partition log on its topic's commits (``ObjectPartitionLog``), read through a local replica: a
   filesystem partition log below the cache directory, holding exactly the partition's sections applied.

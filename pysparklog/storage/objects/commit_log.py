@@ -260,6 +260,11 @@ class CommitLog:
             self._looked_at = -1.0
         raise CorruptRecordError("the last commit kept going before it could be read", file=self.directory)
 
+    @property
+    def known_number(self) -> int:
+        """The highest commit number this object has seen exist (-1: none), without a request."""
+        return self._known
+
     def known_latest(self) -> Commit | None:
         """The last commit this object wrote or found to be the last, without a request (None: none known): what a
         writer appends after, its create at the next number being the check that nothing followed it."""

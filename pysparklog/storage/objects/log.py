@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -64,11 +65,12 @@ from pysparklog.storage.objects.topic_commit import (
 )
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches
+from pysparklog.storage.records.default_records import TIMESTAMP_TYPE_MASK
 from pysparklog.storage.records.memory_records import EntryTable, scan, verify_crcs
 from pysparklog.storage.segment import LOG_SUFFIX, LogSegment, filename_prefix
 from pysparklog.storage.segment_indexes import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from pysparklog.storage.transaction_index import READ_UNCOMMITTED, AbortedTxn
-from pysparklog.storage.validator import Batches, assign_offset, checked_batches
+from pysparklog.storage.validator import Batches, assign_offset, checked_batches, stamp_log_append_time
 
 #: The environment variable naming the directory of the replicas (default: the user's cache directory).
 CACHE_DIR_VARIABLE = "PYSPARKLOG_CACHE_DIR"
@@ -76,6 +78,8 @@ APPLIED_FILE = "commit.applied"
 _APPLIED = struct.Struct(">qq")
 #: How many commits a topic gathers before a writer seals them into segments.
 SEAL_COMMITS = 1000
+#: How many commits a read follows one at a time toward the offset it needs before it follows them all.
+_FOLLOW_TO_STEPS = 4
 #: How many partitions a topic's sealing seals at once.
 _PARALLEL_SEALS = 8
 #: The header entries a reader of one partition's end fetches at least: the first 256 partitions in one read.
@@ -250,14 +254,15 @@ class ObjectPartitionLog:
                 record.write(_APPLIED.pack(last.number, end))
                 return end
         for commit in self._commits.read_range(applied + 1, last):
-            sections = TopicCommit.decode(commit.body, self._commits.path(commit.number)).sections_of(self.partition)
+            decoded = TopicCommit.decode(commit.body, self._commits.path(commit.number))
+            sections = decoded.sections_of(self.partition)
             for section in sections:
                 if section.base_offset != end:
                     raise _OutOfStep(
                         f"commit {commit.number} starts partition {self.partition} at offset {section.base_offset}, "
                         f"but the commits before it end it at {end}"
                     )
-                self._apply(section)
+                self._apply(section, decoded.header.time_ms)
                 end = section.end_offset
             if sections or commit is last:
                 record.write(_APPLIED.pack(commit.number, end))
@@ -366,8 +371,9 @@ class ObjectPartitionLog:
             number -= 1
         raise _OutOfStep(f"the replica ends at offset {replica_end}, inside a commit")
 
-    def _apply(self, body: Section) -> None:
-        """Append one section to the replica (nothing when the replica already ends where it ends)."""
+    def _apply(self, body: Section, time_ms: int) -> None:
+        """Append one section of a commit made at ``time_ms`` to the replica (nothing when the replica already ends
+        where it ends)."""
         if body.kind == SectionKind.LOG_START:
             self._apply_log_start(body.log_start_offset)
             return
@@ -379,7 +385,7 @@ class ObjectPartitionLog:
         source = self._commits.directory
         if body.kind == SectionKind.STAGED:
             source = self._staged_path(body)
-            buf, entries = self._staged_batches(body, source)
+            buf, entries = self._staged_batches(body, source, time_ms)
         else:
             buf = np.frombuffer(bytearray(body.data), dtype=np.uint8)  # writable: the replica numbers it again
             entries = scan(buf, file=source)
@@ -400,9 +406,10 @@ class ObjectPartitionLog:
     def _staged_path(self, section: Section) -> str:
         return f"{self.chain_directory}/{STAGED_DIRECTORY}/{section.reference(self._commits.path(0)).name}"
 
-    def _staged_batches(self, section: Section, staged: str) -> tuple[np.ndarray, EntryTable]:
+    def _staged_batches(self, section: Section, staged: str, time_ms: int) -> tuple[np.ndarray, EntryTable]:
         """A staged section's batches, read from their staged object with one ranged GET and given the section's
-        offsets (numbered from 0 when staged: Kafka's batch CRC does not cover the base offset).
+        offsets (numbered from 0 when staged: Kafka's batch CRC does not cover the base offset); those of a
+        LogAppendTime topic are stamped with the commit's time, ``time_ms``, as every reader stamps them.
 
         Raises:
             _OutOfStep: The staged object is gone (retired with its commit by a seal meanwhile).
@@ -424,7 +431,16 @@ class ObjectPartitionLog:
         if entries.has_producers:
             raise CorruptRecordError("a staged section holds batches of a producer id", file=staged)
         offset = section.base_offset
-        for position, delta in zip(entries.positions.tolist(), entries.last_offset_deltas.tolist(), strict=True):
+        columns = zip(
+            entries.positions.tolist(),
+            entries.sizes.tolist(),
+            entries.last_offset_deltas.tolist(),
+            entries.attributes.tolist(),
+            strict=True,
+        )
+        for position, size, delta, attributes in columns:
+            if attributes & TIMESTAMP_TYPE_MASK:
+                stamp_log_append_time(buf.data, position, size, attributes, time_ms)
             assign_offset(buf.data, position, offset)
             offset += delta + 1
         return buf, scan(buf, file=staged)
@@ -485,9 +501,28 @@ class ObjectPartitionLog:
         return self._followed_read(request)
 
     def _followed_read(self, request: ReadRequest) -> Iterator[pa.RecordBatch]:
-        if request.end_offset is None or not self._holds(request.end_offset, request.committed):
+        if request.end_offset is None:
             self.follow()
+        elif not self._holds(request.end_offset, request.committed):
+            self._follow_to(request.end_offset, request.committed)
         yield from self._replica.read_checked(request)
+
+    def _follow_to(self, end_offset: int, committed: bool) -> None:
+        """Bring the replica far enough to hold ``end_offset``: the commits after the last one this process knows of,
+        read one at a time, stopping at the first that gets it there (a Spark task reading the range its driver
+        planned reads the new commit, and does not probe past it); past a few, a full follow."""
+        with self._applied.exclusive() as record:
+            for _step in range(_FOLLOW_TO_STEPS):
+                # Past what this process knows of the chain and what the replica holds (another process of the host
+                # may have brought it further).
+                known = max(self._commits.known_number, _applied(record)[0])
+                following = self._commits.read(known + 1) if known >= 0 else None
+                if following is None:
+                    break
+                self._apply_through(record, following)
+                if self._holds(end_offset, committed):
+                    return
+        self.follow()
 
     def _holds(self, end_offset: int, committed: bool) -> bool:
         """Whether the replica already holds every record below ``end_offset`` (stable ones, for ``committed``):
@@ -614,7 +649,7 @@ class ObjectPartitionLog:
         """
         header = decode_header(previous.body, self._commits.path(previous.number)) if previous else TopicHeader()
         try:
-            return TopicCommit.following(header, [section]).encode()
+            return TopicCommit.following(header, [section], time_ms=int(time.time() * 1000)).encode()
         except ValueError as error:
             raise CorruptRecordError(str(error), file=self.chain_directory) from None
 

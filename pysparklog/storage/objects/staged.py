@@ -1,8 +1,9 @@
 """An exactly-once sink's micro-batch on an object store: each task's batches staged in one object per topic, made
 visible at once by one commit of the topic's chain that records the micro-batch (docs/object-storage.md).
 
-A task's batches are validated as the log validates an append (timestamps, ``compression.type``, the
-LogAppendTime), numbered from 0 and written as one object below the chain's ``staged/``, under a name no other
+A task's batches are validated as the log validates an append (timestamps, ``compression.type``; a LogAppendTime
+topic's batches are marked so, and readers stamp them with the time of the commit that makes them visible),
+numbered from 0 and written as one object below the chain's ``staged/``, under a name no other
 task uses: one PUT, no race, no offsets yet. The driver's commit of the micro-batch is one commit of the chain
 whose staged sections refer to the objects' byte ranges and take their offsets from the commit's place in the
 chain (Kafka's batch CRC does not cover the base offset, so a reader renumbers them without rewriting a byte the
@@ -89,7 +90,7 @@ class StagedWrites:
         entries = piece.entries
         first = next_offset = self._records.get((topic, partition), 0)
         log_append_time = -1
-        if config.message_timestamp_type == TimestampType.LOG_APPEND_TIME:
+        if config.message_timestamp_type == TimestampType.LOG_APPEND_TIME:  # the commit's time replaces it
             log_append_time = int(time.time() * 1000)
         columns = zip(
             entries.positions.tolist(),
@@ -166,7 +167,7 @@ def commit_staged(logs: LogDirectory, staged: Sequence[StagedObject], mark: Sink
                 reference = StagedReference(obj.name, s.position, s.length).encode()
                 sections.append(Section(s.partition, SectionKind.STAGED, base, base + s.records, -1, reference))
                 ends[s.partition] = base + s.records
-        return TopicCommit.following(header, sections, mark).encode()
+        return TopicCommit.following(header, sections, mark, time_ms=int(time.time() * 1000)).encode()
 
     try:
         chain.append(build, after=chain.known_latest() or chain.latest())

@@ -22,6 +22,7 @@ Big-endian::
     .  marks             int16   M
     .  M x mark          sink id length int16, sink id UTF-8, query id length int16 (-1: none), query id UTF-8,
                          batch id int64
+    .  time              int64   when the writer built the commit (ms, its clock): its staged batches' LogAppendTime
     .  sections          int32   S
     .  S x section       partition int32, kind int8 (0 batches, 1 log start, 2 staged batches), base offset int64,
                          end offset int64, log start offset int64 (kind 1; else -1), size int32 (of its bytes)
@@ -49,7 +50,7 @@ NO_TOPIC_ID = "no-topic-id"
 _COUNT = struct.Struct(">i")
 _END = struct.Struct(">qq")
 _SHORT = struct.Struct(">h")
-_BATCH_ID = struct.Struct(">q")
+_BATCH_ID = struct.Struct(">q")  # a mark's batch id, and a commit's time
 _SECTION = struct.Struct(">ibqqqi")
 _REFERENCE = struct.Struct(">qq")
 NO_LOG_START = -1
@@ -163,6 +164,9 @@ class TopicHeader:
 
     ends: tuple[PartitionEnd, ...] = ()
     marks: tuple[SinkMark, ...] = ()
+    #: When the commit's writer built it (ms since the epoch; 0 for an empty header): the LogAppendTime of the staged
+    #: batches it makes visible, stamped by every reader alike.
+    time_ms: int = 0
 
     def end(self, partition: int) -> PartitionEnd:
         """The partition's end ((0, 0) for one no commit has changed)."""
@@ -184,10 +188,12 @@ class TopicCommit:
         return [section for section in self.sections if section.partition == partition]
 
     @classmethod
-    def following(cls, previous: TopicHeader, sections: Sequence[Section], mark: SinkMark | None = None) -> TopicCommit:
+    def following(
+        cls, previous: TopicHeader, sections: Sequence[Section], mark: SinkMark | None = None, *, time_ms: int = 0
+    ) -> TopicCommit:
         """The commit of ``sections`` after a commit whose header is ``previous`` (empty: the chain's first), its
         header derived from both; ``mark`` records a sink's micro-batch (the sink's earlier mark dropped, and the
-        least recent sink's when the header keeps ``MAX_MARKS``).
+        least recent sink's when the header keeps ``MAX_MARKS``); ``time_ms`` is when it is made.
 
         Raises:
             ValueError: A section does not start at its partition's end.
@@ -209,7 +215,7 @@ class TopicCommit:
         marks = previous.marks
         if mark is not None:
             marks = (*(m for m in marks if m.sink_id != mark.sink_id), mark)[-MAX_MARKS:]
-        return cls(TopicHeader(tuple(ends), marks), tuple(sections))
+        return cls(TopicHeader(tuple(ends), marks, time_ms), tuple(sections))
 
     def encode(self) -> bytes:
         header = self.header
@@ -220,6 +226,7 @@ class TopicCommit:
             parts.append(_text(mark.sink_id))
             parts.append(_SHORT.pack(-1) if mark.query_id is None else _text(mark.query_id))
             parts.append(_BATCH_ID.pack(mark.batch_id))
+        parts.append(_BATCH_ID.pack(header.time_ms))
         parts.append(_COUNT.pack(len(self.sections)))
         for s in self.sections:
             parts.append(
@@ -301,7 +308,10 @@ def _decode_header(body: bytes, path: str) -> tuple[TopicHeader, int]:
         if batch_id < 0:
             raise CorruptRecordError(f"a sink mark of batch {batch_id}", file=path)
         marks.append(SinkMark(sink_id, query_id, batch_id))
-    return TopicHeader(ends, tuple(marks)), position
+    time_ms = _unpack(_BATCH_ID, body, position, path, "the commit's time")[0]
+    if time_ms < 0:
+        raise CorruptRecordError(f"a commit's time of {time_ms} ms", file=path)
+    return TopicHeader(ends, tuple(marks), time_ms), position + _BATCH_ID.size
 
 
 def _text(value: str) -> bytes:
