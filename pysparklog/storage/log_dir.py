@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from pysparklog.errors import InvalidLogDirectoryError, TransactionInProgressError
+from pysparklog.errors import InvalidLogDirectoryError, PySparkLogError, TransactionInProgressError
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import FileSystemStorage, Storage, storage_for
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_protocol import Log
-from pysparklog.storage.objects.log import ObjectPartitionLog
+from pysparklog.storage.log_writer import AppendInfo
+from pysparklog.storage.objects.log import ObjectPartitionLog, append_together
+from pysparklog.storage.records.arrow_records import EncodedBatches
 from pysparklog.storage.topics import (
     Progress,
     TopicMetadata,
@@ -19,6 +21,7 @@ from pysparklog.storage.topics import (
     partition_dirs,
     validate_topic_name,
 )
+from pysparklog.storage.validator import Batches, checked_batches
 
 
 class LogDirectory:
@@ -104,6 +107,43 @@ class LogDirectory:
         with self._object_log(topic, wanted[0], None) as first:
             ends = first.topic_ends(wanted)
         return {p: (end.log_start_offset, end.log_end_offset) for p, end in ends.items()}
+
+    @property
+    def appends_together(self) -> bool:
+        """Whether appends to several partitions of a topic made at once cost one write (``append_together``): on an
+        object store, one commit of the topic's chain; on a filesystem each partition is its own files."""
+        return not isinstance(self.storage, FileSystemStorage)
+
+    def append_together(self, appends: Sequence[tuple[Log, EncodedBatches]]) -> list[AppendInfo | PySparkLogError]:
+        """Appends of complete v2 record batches to partitions of one topic, opened from this directory, made at once:
+        on an object store one commit (``objects.log.append_together``), on a filesystem one after another. Each
+        append is validated as ``Log.append`` validates it.
+
+        Returns:
+            Per append, in order: its ``AppendInfo``, or the ``PySparkLogError`` the log refused it with.
+
+        Raises:
+            OSError: The storage failed; on an object store, the appends may or may not have been made together.
+        """
+        if isinstance(self.storage, FileSystemStorage):
+            outcomes: list[AppendInfo | PySparkLogError] = []
+            for log, batches in appends:
+                try:
+                    outcomes.append(log.append(batches))
+                except PySparkLogError as error:
+                    outcomes.append(error)
+            return outcomes
+        checked: list[tuple[ObjectPartitionLog, list[Batches]]] = []
+        refused: dict[int, PySparkLogError] = {}
+        for index, (log, batches) in enumerate(appends):
+            if not isinstance(log, ObjectPartitionLog):
+                raise InvalidLogDirectoryError(f"{log!r} is not a partition of this log directory on an object store")
+            try:
+                checked.append((log, [checked_batches(batches, log.config.max_message_bytes)]))
+            except PySparkLogError as error:
+                refused[index] = error
+        made = iter(append_together(checked))
+        return [refused[index] if index in refused else next(made) for index in range(len(appends))]
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         """Every ``(topic, partition)`` with a directory here, sorted; directories being deleted are skipped."""

@@ -17,16 +17,17 @@ from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.io import PutMode, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
 from pysparklog.storage.objects.commit_log import CommitLog
-from pysparklog.storage.objects.log import APPLIED_FILE, ObjectPartitionLog
+from pysparklog.storage.objects.log import APPLIED_FILE, ObjectPartitionLog, append_together
 from pysparklog.storage.objects.sealing import Manifest, Manifests
 from pysparklog.storage.objects.topic_commit import chain_directory_name
 from pysparklog.storage.records.arrow_records import encode_arrow
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.retention import run_retention
+from pysparklog.storage.validator import checked_batches
 from tests.cli.test_dump_log import assert_like_kafka
 from tests.conftest import BUCKET, keyed_table, read_all
 from tests.interop.kafka_tools import DumpLogSegments
-from tests.storage.conftest import run_with_a_poller
+from tests.storage.conftest import run_processes, run_with_a_poller
 from tests.storage.fault_proxy import FAULTS
 from tests.storage.test_transactions import ABORT, COMMIT, Model, Producers, check_against, plain
 
@@ -384,3 +385,52 @@ def test_a_sealer_that_loses_the_manifest_leaves_nothing(
     assert b.seal() is None
     sealed = remote.list(f"{remote.join('t-0')}/sealed")
     assert sealed == [f"0-{a._sealer_id}"], "the loser's uploads are deleted"
+
+
+# -- appends to several partitions made together ------------------------------------------------------------
+
+
+def _append_together(root: str, endpoint: str | None, cache: str, tag: str) -> None:
+    """``APPENDS`` rounds, each one commit of three records to each of partitions 0-2 (``append_together``)."""
+    storage = _storage(root, endpoint)
+    logs = [ObjectPartitionLog(storage, "t", p, cache_dir=cache) for p in range(3)]
+    for i in range(APPENDS):
+        pieces = [
+            checked_batches(
+                next(encode_arrow(pa.table({"value": [f"{tag}:{i}:{j}".encode() for j in range(3)]}), BatchSettings())),
+                LogConfig().max_message_bytes,
+            )
+            for _ in logs
+        ]
+        outcomes = append_together([(log, [piece]) for log, piece in zip(logs, pieces, strict=True)])
+        assert all(not isinstance(outcome, Exception) for outcome in outcomes), outcomes
+
+
+@pytest.mark.slow
+def test_processes_appending_to_several_partitions_together_get_dense_offsets_in_each(
+    remote: ObjectStorage, tmp_path: Path
+) -> None:
+    root = remote.root.removeprefix(f"s3://{BUCKET}")
+    caches = [str(tmp_path / name) for name in ("w0", "w0", "w2", "w3")]
+    run_processes(_append_together, [(root, None, caches[n], f"w{n}") for n in range(WRITERS)])
+    for partition in range(3):
+        table = read_all(ObjectPartitionLog(remote, "t", partition, cache_dir=str(tmp_path / "check")))
+        assert table.column("offset").to_pylist() == list(range(WRITERS * APPENDS * 3)), "dense offsets"
+        _check_every_append_once_in_order(table.column("value").to_pylist(), [[]])
+    # One commit per round: the chain has as many commits as rounds were made.
+    last = CommitLog(remote, remote.join(chain_directory_name("t", None))).latest()
+    assert last is not None and last.number == WRITERS * APPENDS - 1
+
+
+def test_an_append_the_log_refuses_leaves_the_others_made_together(remote: ObjectStorage, tmp_path: Path) -> None:
+    first, second = (ObjectPartitionLog(remote, "t", p, LogConfig(), cache_dir=str(tmp_path / "a")) for p in range(2))
+    first.append(next(encode_arrow(keyed_table(2), BatchSettings(producer_id=7, producer_epoch=0, base_sequence=0))))
+    out_of_order = next(encode_arrow(keyed_table(2), BatchSettings(producer_id=7, producer_epoch=0, base_sequence=5)))
+    plain = next(encode_arrow(keyed_table(2), BatchSettings()))
+    refused, made = append_together(
+        [(first, [checked_batches(out_of_order, 10**6)]), (second, [checked_batches(plain, 10**6)])]
+    )
+    assert isinstance(refused, OutOfOrderSequenceError) and not isinstance(made, Exception)
+    assert (first.log_end_offset, second.log_end_offset) == (2, 2) and made.first_offset == 0
+    with pytest.raises(ValueError, match="distinct partitions"):
+        append_together([(second, [checked_batches(plain, 10**6)]), (second, [checked_batches(plain, 10**6)])])

@@ -160,3 +160,22 @@ def test_a_task_reading_past_its_replica_reads_the_commit_it_needs_and_no_more(
     before = proxy.mark()
     assert [v for b in read_ranges(task) for v in b.column("value").to_pylist()] == [b"w"]
     assert proxy.count(since=before) == 1, proxy.summary(since=before)  # the new commit, not a probe past it
+
+
+@pytest.mark.parametrize("partitions", PARTITION_COUNTS)
+def test_a_producers_batches_due_at_once_for_many_partitions_are_one_request(
+    counted_s3: CountedS3, partitions: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "replicas"))
+    logs = _logs(counted_s3, partitions)
+    proxy = counted_s3.proxy
+    with Producer(logs, ProducerConfig(linger_ms=60_000)) as producer:
+        producer.send("t", value=b"warm-up", partition=0)
+        producer.flush()  # the first append of a process finds the log's end and its producer id
+        futures = [producer.send("t", value=f"v{p}".encode(), partition=p) for p in range(partitions)]
+        before = proxy.mark()
+        producer.flush()
+        assert proxy.count(since=before) == 1, proxy.summary(since=before)  # one commit of every partition's batch
+        assert [f.get().offset for f in futures] == [1] + [0] * (partitions - 1)
+    ends = LogDirectory(counted_s3.root).offsets("t", range(partitions))
+    assert ends == {p: (0, 2 if p == 0 else 1) for p in range(partitions)}

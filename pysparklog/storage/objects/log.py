@@ -33,7 +33,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -596,60 +597,26 @@ class ObjectPartitionLog:
         return self._append_all([checked_batches(batches, self.config.max_message_bytes)])
 
     def _append_all(self, pieces: Sequence[Batches]) -> AppendInfo:
-        """Commit the checked pieces as one append, then apply the commit to the replica."""
-        pieces = [piece for piece in pieces if len(piece.entries)]
-        if not pieces:
-            end = self.log_end_offset
-            return AppendInfo(end, end - 1, 0, -1, -1)
-        with self._applied.exclusive() as record:
-            # The last commit this process made or found (of any partition of the topic: the header brings this
-            # replica up to it without a read); winning the create of the next name proves nothing followed it.
-            latest = self._commits.known_latest()
-            assumed = latest is not None
-            if not assumed:
-                latest = self._commits.latest()  # none made or found yet
-            base = self._apply_through(record, latest)
-            try:
-                batches, info = self._replica.prepared_append(pieces)
-            except PySparkLogError:
-                # Checked against the last commit this process knows of, which others may have followed (their
-                # batches may be what this one's sequence follows): refused only against the log's end.
-                if not assumed:
-                    raise
-                latest = self._commits.latest()
-                base = self._apply_through(record, latest)
-                batches, info = self._replica.prepared_append(pieces)
-            following = latest.number if latest is not None else -1
-            if not len(batches.entries):
-                return info  # every batch repeats one already in the log
-            end = base
-
-            def build(number: int, previous: Commit | None) -> bytes:
-                nonlocal base, end, following, batches, info
-                if previous is not None and previous.number != following:
-                    base = self._apply_through(record, previous)
-                    following = previous.number
-                    batches, info = self._replica.prepared_append(pieces)
-                end = base + int((batches.entries.last_offset_deltas + 1).sum())
-                section = Section(self.partition, SectionKind.BATCHES, base, end, NO_LOG_START, batches.buf.tobytes())
-                return self._following(previous, section)
-
-            commit = self._commits.append(build, after=latest)
-            self._replica.append_replica(batches, base)
-            record.write(_APPLIED.pack(commit.number, end))
-        self._seal_when_due(commit.number)
-        return info
-
-    def _following(self, previous: Commit | None, section: Section) -> bytes:
-        """The body of the commit of ``section`` after ``previous``.
+        """Commit the checked pieces as one append, then apply the commit to the replica (``append_together``).
 
         Raises:
-            CorruptRecordError: The section does not start where ``previous``'s header has the partition end (the
+            PySparkLogError: The log refused the batches (``PartitionLog.append`` has the errors).
+        """
+        (outcome,) = append_together([(self, pieces)])
+        if isinstance(outcome, PySparkLogError):
+            raise outcome
+        return outcome
+
+    def _following(self, previous: Commit | None, sections: Sequence[Section]) -> bytes:
+        """The body of the commit of ``sections`` after ``previous``.
+
+        Raises:
+            CorruptRecordError: A section does not start where ``previous``'s header has its partition end (the
                 replica, brought up to ``previous``, disagrees with the chain).
         """
         header = decode_header(previous.body, self._commits.path(previous.number)) if previous else TopicHeader()
         try:
-            return TopicCommit.following(header, [section], time_ms=int(time.time() * 1000)).encode()
+            return TopicCommit.following(header, sections, time_ms=int(time.time() * 1000)).encode()
         except ValueError as error:
             raise CorruptRecordError(str(error), file=self.chain_directory) from None
 
@@ -897,7 +864,7 @@ class ObjectPartitionLog:
                     end = self._apply_through(record, previous)
                     following = previous.number
                 return self._following(
-                    previous, Section(self.partition, SectionKind.LOG_START, end, end, min(offset, end))
+                    previous, [Section(self.partition, SectionKind.LOG_START, end, end, min(offset, end))]
                 )
 
             commit = self._commits.append(build, after=latest)
@@ -984,6 +951,127 @@ class ObjectPartitionLog:
             )
         self._retire(manifest, compacted)
         return compacted
+
+
+@dataclass
+class _Prepared:
+    """One partition's append prepared against its replica at a commit: its batches numbered from ``base``, or the
+    log's refusal."""
+
+    base: int
+    batches: Batches | None
+    outcome: AppendInfo | PySparkLogError
+
+    @property
+    def end(self) -> int:
+        if self.batches is None:
+            return self.base
+        return self.base + int((self.batches.entries.last_offset_deltas + 1).sum())
+
+
+class _NothingLeft(Exception):
+    """Prepared again after a lost race, no partition has batches to commit (each refused, or a repeat)."""
+
+
+def append_together(
+    appends: Sequence[tuple[ObjectPartitionLog, Sequence[Batches]]],
+) -> list[AppendInfo | PySparkLogError]:
+    """Appends to partitions of one topic as one commit of its chain, a section each: a producer's batches due at
+    once for several partitions cost one request, not one each. Each append is validated and numbered against its
+    partition's replica as ``append`` does it; one the log refuses gets its error, and the others are committed.
+
+    Args:
+        appends: Each partition's log (distinct partitions of one topic, opened in this process) and its checked
+            pieces.
+
+    Returns:
+        Per append, in order: its ``AppendInfo``, or the ``PySparkLogError`` the log refused it with.
+
+    Raises:
+        ValueError: The logs are not distinct partitions of one topic.
+    """
+    outcomes: list[AppendInfo | PySparkLogError | None] = [None] * len(appends)
+    live: list[tuple[int, ObjectPartitionLog, list[Batches]]] = []
+    for index, (log, pieces) in enumerate(appends):
+        kept = [piece for piece in pieces if len(piece.entries)]
+        if kept:
+            live.append((index, log, kept))
+        else:
+            end = log.log_end_offset
+            outcomes[index] = AppendInfo(end, end - 1, 0, -1, -1)
+    if live:
+        _commit_together(sorted(live, key=lambda item: item[1].partition), outcomes)
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _commit_together(
+    live: list[tuple[int, ObjectPartitionLog, list[Batches]]], outcomes: list[AppendInfo | PySparkLogError | None]
+) -> None:
+    """``append_together``'s commit of the appends with batches, in partition order (the order their replicas'
+    locks are taken in), filling ``outcomes``."""
+    first = live[0][1]
+    commits = first._commits
+    same_chain = all(log.chain_directory == first.chain_directory and log.remote is first.remote for _, log, _ in live)
+    if not same_chain or len({log.partition for _, log, _ in live}) < len(live):
+        raise ValueError("appends made together are of distinct partitions of one topic")
+    with ExitStack() as stack:
+        records = [stack.enter_context(log._applied.exclusive()) for _, log, _ in live]
+
+        def prepared_at(commit: Commit | None) -> list[_Prepared]:
+            prepared = []
+            for (_index, log, pieces), record in zip(live, records, strict=True):
+                base = log._apply_through(record, commit)
+                try:
+                    batches, info = log._replica.prepared_append(pieces)
+                except PySparkLogError as error:
+                    prepared.append(_Prepared(base, None, error))
+                    continue
+                prepared.append(_Prepared(base, batches if len(batches.entries) else None, info))
+            return prepared
+
+        # The last commit this process made or found (of any partition of the topic: the header brings each replica
+        # up to it without a read); winning the create of the next name proves nothing followed it.
+        latest = commits.known_latest()
+        assumed = latest is not None
+        if not assumed:
+            latest = commits.latest()  # none made or found yet
+        prepared = prepared_at(latest)
+        if assumed and any(isinstance(p.outcome, PySparkLogError) for p in prepared):
+            # Checked against the last commit this process knows of, which others may have followed (their batches
+            # may be what a sequence follows): refused only against the chain's end.
+            latest = commits.latest()
+            prepared = prepared_at(latest)
+        following = latest.number if latest is not None else -1
+
+        def build(number: int, previous: Commit | None) -> bytes:
+            nonlocal prepared, following
+            if previous is not None and previous.number != following:
+                prepared = prepared_at(previous)
+                following = previous.number
+            sections = [
+                Section(log.partition, SectionKind.BATCHES, p.base, p.end, NO_LOG_START, p.batches.buf.tobytes())
+                for (_index, log, _pieces), p in zip(live, prepared, strict=True)
+                if p.batches is not None
+            ]
+            if not sections:
+                raise _NothingLeft
+            return first._following(previous, sections)
+
+        if any(p.batches is not None for p in prepared):
+            try:
+                commit = commits.append(build, after=latest)
+            except _NothingLeft:
+                commit = None
+            for (_index, log, _pieces), p, record in zip(live, prepared, records, strict=True):
+                if commit is not None and p.batches is not None:
+                    log._replica.append_replica(p.batches, p.base)
+                    record.write(_APPLIED.pack(commit.number, p.end))
+        else:
+            commit = None
+    for (index, _log, _pieces), p in zip(live, prepared, strict=True):
+        outcomes[index] = p.outcome
+    if commit is not None:
+        first._seal_when_due(commit.number)
 
 
 def _applied(record: LockedRecord) -> tuple[int, int]:
