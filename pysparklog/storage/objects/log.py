@@ -66,12 +66,11 @@ from pysparklog.storage.objects.topic_commit import (
 )
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches
-from pysparklog.storage.records.default_records import TIMESTAMP_TYPE_MASK
 from pysparklog.storage.records.memory_records import EntryTable, scan, verify_crcs
 from pysparklog.storage.segment import LOG_SUFFIX, LogSegment, filename_prefix
 from pysparklog.storage.segment_indexes import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from pysparklog.storage.transaction_index import READ_UNCOMMITTED, AbortedTxn
-from pysparklog.storage.validator import Batches, assign_offset, checked_batches, stamp_log_append_time
+from pysparklog.storage.validator import Batches, checked_batches, number_batches
 
 #: The environment variable naming the directory of the replicas (default: the user's cache directory).
 CACHE_DIR_VARIABLE = "PYSPARKLOG_CACHE_DIR"
@@ -431,19 +430,7 @@ class ObjectPartitionLog:
         verify_crcs(buf, entries, file=staged)
         if entries.has_producers:
             raise CorruptRecordError("a staged section holds batches of a producer id", file=staged)
-        offset = section.base_offset
-        columns = zip(
-            entries.positions.tolist(),
-            entries.sizes.tolist(),
-            entries.last_offset_deltas.tolist(),
-            entries.attributes.tolist(),
-            strict=True,
-        )
-        for position, size, delta, attributes in columns:
-            if attributes & TIMESTAMP_TYPE_MASK:
-                stamp_log_append_time(buf.data, position, size, attributes, time_ms)
-            assign_offset(buf.data, position, offset)
-            offset += delta + 1
+        number_batches(buf, entries, section.base_offset, time_ms)
         return buf, scan(buf, file=staged)
 
     def _apply_log_start(self, offset: int) -> None:

@@ -39,7 +39,7 @@ from pysparklog.storage.objects.topic_commit import (
 )
 from pysparklog.storage.records.arrow_records import EncodedBatches
 from pysparklog.storage.records.default_records import TimestampType
-from pysparklog.storage.validator import LogValidator, assign_offset, checked_batches, stamp_log_append_time
+from pysparklog.storage.validator import LogValidator, checked_batches, number_batches
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -88,22 +88,11 @@ class StagedWrites:
         piece = validator.validated(checked_batches(batches, config.max_message_bytes))
         buf = np.array(piece.buf, dtype=np.uint8)  # a copy to renumber and stamp
         entries = piece.entries
-        first = next_offset = self._records.get((topic, partition), 0)
+        first = self._records.get((topic, partition), 0)
         log_append_time = -1
         if config.message_timestamp_type == TimestampType.LOG_APPEND_TIME:  # the commit's time replaces it
             log_append_time = int(time.time() * 1000)
-        columns = zip(
-            entries.positions.tolist(),
-            entries.sizes.tolist(),
-            entries.last_offset_deltas.tolist(),
-            entries.attributes.tolist(),
-            strict=True,
-        )
-        for position, size, delta, attributes in columns:
-            if log_append_time >= 0:
-                stamp_log_append_time(buf.data, position, size, attributes, log_append_time)
-            assign_offset(buf.data, position, next_offset)
-            next_offset += delta + 1
+        next_offset = number_batches(buf, entries, first, log_append_time, stamp_all=True)
         self._pieces.setdefault(topic, {}).setdefault(partition, []).append(buf.tobytes())
         self._records[(topic, partition)] = next_offset
         max_timestamp = int(entries.max_timestamps.max()) if len(entries) else -1
