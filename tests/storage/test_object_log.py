@@ -434,3 +434,20 @@ def test_an_append_the_log_refuses_leaves_the_others_made_together(remote: Objec
     assert (first.log_end_offset, second.log_end_offset) == (2, 2) and made.first_offset == 0
     with pytest.raises(ValueError, match="distinct partitions"):
         append_together([(second, [checked_batches(plain, 10**6)]), (second, [checked_batches(plain, 10**6)])])
+
+
+def test_writers_sharing_a_replica_take_turns_without_starting_it_over(
+    remote: ObjectStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes of one host (here two logs with chains of their own) append in turn: each finds the shared
+    replica ahead of the last commit it knows of, and follows the chain rather than starting the replica over."""
+    first, second = _open(remote, tmp_path / "host"), _open(remote, tmp_path / "host")
+
+    def start_over(self: ObjectPartitionLog, record: object) -> None:
+        raise AssertionError("a replica ahead of what its process knew was started over")
+
+    monkeypatch.setattr(ObjectPartitionLog, "_start_over", start_over)
+    for i in range(3):
+        first.append_arrow(pa.table({"value": [f"a{i}".encode()]}))
+        second.append_arrow(pa.table({"value": [f"b{i}".encode()]}))
+    assert read_all(first).column("value").to_pylist() == [b"a0", b"b0", b"a1", b"b1", b"a2", b"b2"]

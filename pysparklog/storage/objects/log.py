@@ -1019,6 +1019,8 @@ def _commit_together(
         # The last commit this process made or found (of any partition of the topic: the header brings each replica
         # up to it without a read); winning the create of the next name proves nothing followed it.
         latest = commits.known_latest()
+        if latest is not None and any(_applied(record)[0] > latest.number for record in records):
+            latest = None  # another process of this host took a replica further: this one is behind the chain
         assumed = latest is not None
         if not assumed:
             latest = commits.latest()  # none made or found yet
