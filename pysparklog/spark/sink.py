@@ -246,6 +246,9 @@ class _TopicCheck:
     def ensure(self, topic: str) -> None:
         if topic in self._known:
             return
+        if topic in self._logs.topics.recent_partition_counts():  # read within a few seconds: no request
+            self._known.add(topic)
+            return
         try:
             self._logs.topics.get(topic)
         except UnknownTopicError:

@@ -788,9 +788,11 @@ class TopicStore:
         return {name: topic.partitions for name, topic in self._recent().topics.items()}
 
     def known_topic_id(self, name: str) -> str | None:
-        """A topic's id as its entry in the metadata has it (``_recent``); None for a topic without an entry (made
-        by appends) or with the zero id."""
+        """A topic's id as its entry in the metadata has it (``_recent``, read again at once when the topic is missing
+        there); None for a topic without an entry (made by appends) or with the zero id."""
         topic = self._recent().topics.get(name)
+        if topic is None:  # created since it was read, perhaps
+            topic = self._recent(fresh=True).topics.get(name)
         return None if topic is None or topic.topic_id == ZERO_TOPIC_ID else topic.topic_id
 
 
