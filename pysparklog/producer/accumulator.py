@@ -226,12 +226,15 @@ class RecordAccumulator:
         return wait
 
     def refresh_partition_count(self, topic: str) -> int:
-        """A topic's partition count, read from the log directory now; new chunks use it.
+        """A topic's partition count, read from the log directory now (on an object store, as this process read
+        it within a few seconds: ``TopicStore.recent_partition_counts``); new chunks use it.
 
         Raises:
             UnknownTopicError: The topic does not exist.
         """
-        count = self._logs.topics.get(topic).partitions
+        count = self._logs.topics.recent_partition_counts().get(topic)
+        if count is None:  # created since, or made by appends
+            count = self._logs.topics.get(topic).partitions
         with self._lock:
             self._partition_counts[topic] = count
         return count

@@ -125,6 +125,21 @@ def test_a_follower_that_knows_no_commit_finds_the_last_by_listing_then_probes(s
     assert first is not None and first.number == 0 and empty.last_number() == 0
 
 
+def test_a_follower_finds_the_last_commit_however_many_came_since_its_last_look(storage: Storage) -> None:
+    """Its look probes past a new commit as many names at once as the chain's pace suggests (then lists): whatever
+    the bursts, it ends at the last commit, and an idle chain costs one probe."""
+    writer, follower = CommitLog(storage, storage.join("t-0")), CommitLog(storage, storage.join("t-0"))
+    writer.append(_following("0"))
+    assert follower.last_number() == 0
+    made = 0
+    for burst in (1, 3, 7, 2, 20, 1, 40, 5, 5, 0):
+        for _ in range(burst):
+            made = writer.append(_following(str(made + 1))).number
+        assert follower.last_number() == made, f"after a burst of {burst}"
+        latest = follower.latest()
+        assert latest is not None and latest.number == made
+
+
 def test_a_writer_that_made_the_last_commit_appends_after_it_and_loses_only_to_a_real_race(storage: Storage) -> None:
     writer, other = CommitLog(storage, storage.join("t-0")), CommitLog(storage, storage.join("t-0"))
     first = writer.append(_following("a"))

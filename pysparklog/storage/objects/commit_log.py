@@ -52,6 +52,8 @@ _VERSION = 1  # 0: a chain per partition, whose bodies were one partition's
 _PREFIX = struct.Struct(">4shh")
 _TRAILER = struct.Struct(">qI")
 _READ_AHEAD = 8
+#: The most names past a new commit a look probes at once.
+_MAX_WINDOW = 16
 #: How many times ``latest`` looks for the last commit when the one it found is gone before it is read.
 _LOOKS_FOR_LAST = 5
 #: How much of a commit's body a probe for it reads: a topic's header of up to a thousand partitions.
@@ -169,6 +171,7 @@ class CommitLog:
         self._look_lock = threading.Lock()  # one ``last_number`` look at a time, shared by the callers waiting
         self._looked_at = -1.0  # when the last look began
         self._prefix_lock = threading.Lock()  # one ranged read of a body's prefix at a time
+        self._window = 1  # the names probed at once past a new commit: as many as the last look found
 
     @classmethod
     def shared(cls, storage: Storage, directory: str, incarnation: str) -> CommitLog:
@@ -304,14 +307,23 @@ class CommitLog:
             if start < 0:
                 return -1
         # A ranged GET rather than a HEAD: the same one request, and it brings the new commit's header with it (a
-        # small commit whole). Past two new commits, one listing from there finds the rest, however many.
+        # small commit whole). Once it finds one, the names after it are probed at once, twice as many as the last
+        # look found new commits past its first (a busy chain keeps growing at its pace: one round trip catches up);
+        # when all of them exist, or after one probe for a chain that was quiet, one listing from there finds the
+        # rest, however many.
         probed = start
-        while self._fetch_prefix(start + 1, _PROBE_BYTES) is not None:
+        if self._fetch_prefix(start + 1, _PROBE_BYTES) is not None:
             start += 1
-            if start - probed >= 2:
+            window = self._window
+            names = range(start + 1, start + 1 + window)
+            with ThreadPoolExecutor(max_workers=window) as pool:
+                found = list(pool.map(lambda number: self._fetch_prefix(number, _PROBE_BYTES) is not None, names))
+            leading = found.index(False) if False in found else window
+            start += leading
+            if leading == window:
                 listed = self.storage.list_after(f"{self.directory}/{COMMITS}", self._name(start))
                 start = max([int(name) for name in listed if name.isdigit()], default=start)
-                break
+            self._window = max(1, min(2 * (start - probed - 1), _MAX_WINDOW))  # room for the pace to vary
         if start > self._known or not recently:
             self._known_seen_at = time.monotonic()
         self._known = max(self._known, start)
@@ -365,7 +377,8 @@ class CommitLog:
         if writer_length > _MAX_WRITER_ID or len(head) < start:
             raise CorruptRecordError("a commit's header is not whole", file=self.path(number))
         body = head[start : start + size]
-        self._prefix = (number, body, len(body) < size)
+        if self._prefix is None or self._prefix[0] <= number:  # probes run at once: the last commit's stays
+            self._prefix = (number, body, len(body) < size)
         return body
 
     def _listed_last(self) -> int:
