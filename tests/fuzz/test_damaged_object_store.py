@@ -119,7 +119,7 @@ def _build(storage: Storage, cache: Path) -> None:
     rows = keyed_table(3, start=500)
     with Producer(logs, ProducerConfig(enable_idempotence=False), stage=stage) as producer:
         producer.send_arrow("t", rows.append_column("partition", pa.array([0] * rows.num_rows, pa.int32())))
-    assert commit_staged(logs, stage.put("task"), SinkMark("sink", "query", 0))
+    assert commit_staged(logs, stage.put("task", inline_bytes=0), SinkMark("sink", "query", 0))
 
 
 def _objects(storage: Storage, directory: str) -> Iterator[str]:

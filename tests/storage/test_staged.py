@@ -14,7 +14,14 @@ from pysparklog import LogDirectory
 from pysparklog.errors import CorruptRecordError
 from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.storage.io import storage_for
-from pysparklog.storage.objects.staged import StagedObject, StagedWrites, commit_staged, last_mark, staged_path
+from pysparklog.storage.objects.staged import (
+    INLINE_BYTES,
+    StagedObject,
+    StagedWrites,
+    commit_staged,
+    last_mark,
+    staged_path,
+)
 from pysparklog.storage.objects.topic_commit import MAX_MARKS, SinkMark
 from pysparklog.storage.records.default_records import TimestampType
 from tests.conftest import BUCKET, read_all
@@ -30,13 +37,13 @@ def logs(s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> L
     return logs
 
 
-def _stage(logs: LogDirectory, name: str, rows: dict[int, list[bytes]]) -> list[StagedObject]:
-    """One task's rows for partitions of ``t``, staged as a producer stages them."""
+def _stage(logs: LogDirectory, name: str, rows: dict[int, list[bytes]], *, inline: bool = False) -> list[StagedObject]:
+    """One task's rows for partitions of ``t``, staged as a producer stages them: in an object (or ``inline``)."""
     stage = StagedWrites(logs)
     with Producer(logs, STAGING, stage=stage) as producer:
         for partition, values in rows.items():
             producer.send_arrow("t", pa.table({"value": values, "partition": [partition] * len(values)}))
-    return stage.put(name)
+    return stage.put(name, inline_bytes=INLINE_BYTES if inline else 0)
 
 
 def _values(logs: LogDirectory, partition: int) -> list[bytes]:
@@ -88,7 +95,7 @@ def test_a_topic_with_log_append_time_gets_the_time_of_the_commit_that_makes_the
     stage = StagedWrites(logs)
     with Producer(logs, STAGING, stage=stage) as producer:
         producer.send_arrow("stamped", pa.table({"value": [b"a", b"b"], "timestamp": [0, 1]}))
-    staged = stage.put("task")
+    staged = stage.put("task", inline_bytes=0)
     time.sleep(0.05)
     committing = int(time.time() * 1000)
     assert commit_staged(logs, staged, None)
@@ -126,3 +133,17 @@ def test_a_staged_object_cut_short_is_a_typed_error_naming_it(logs: LogDirectory
     with logs.partition("t", 0) as log, pytest.raises(CorruptRecordError) as raised:
         read_all(log)
     assert objects[0].name in str(raised.value)
+
+
+def test_a_small_task_output_rides_inline_and_the_commit_holds_it(logs: LogDirectory) -> None:
+    """Batches of at most ``INLINE_BYTES`` go to the driver in the task's message: no staged object, and the commit
+    that makes them visible holds them, numbered at the chain's end like staged ones."""
+    with Producer(logs, ProducerConfig(linger_ms=0)) as producer:
+        producer.send("t", value=b"before", partition=0).get()
+    small = _stage(logs, "small", {0: [b"a", b"b"], 3: [b"c"]}, inline=True)
+    large = _stage(logs, "large", {0: [b"x" * 100]})
+    assert [obj.inline for obj in small + large] == [True, False]
+    assert commit_staged(logs, small + large, SinkMark("sink", "q", 0))
+    assert _values(logs, 0) == [b"before", b"a", b"b", b"x" * 100] and _values(logs, 3) == [b"c"]
+    staged = logs.storage.list(logs.storage.join(f"t-chain/{small[0].topic_id}/staged"))
+    assert staged == [large[0].name], "only the large output was staged"

@@ -10,6 +10,10 @@ chain (Kafka's batch CRC does not cover the base offset, so a reader renumbers t
 CRC covers), and whose header records the sink's mark (sink, query, micro-batch). The micro-batch becomes visible
 with that one PUT, whole; a driver that runs the micro-batch again finds its mark in the chain's last commit and
 commits nothing twice. Staged objects a commit refers to go with that commit, when a seal retires it.
+
+A task's output for a topic of at most ``INLINE_BYTES`` is not staged: it rides to the driver in the task's
+commit message, and the driver's commit holds it as ordinary sections, numbered and stamped there. A micro-batch
+of small outputs (a stream's steady state) is then one PUT and one round trip of the store.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pysparklog.errors import CorruptRecordError
 from pysparklog.storage.io import Storage
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.log_writer import AppendInfo
@@ -39,9 +44,12 @@ from pysparklog.storage.objects.topic_commit import (
 )
 from pysparklog.storage.records.arrow_records import EncodedBatches
 from pysparklog.storage.records.default_records import TimestampType
+from pysparklog.storage.records.memory_records import scan
 from pysparklog.storage.validator import LogValidator, checked_batches, number_batches
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+#: A task's batches for a topic up to this size ride in its commit message and the driver's commit holds them.
+INLINE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +64,19 @@ class StagedSection:
 
 @dataclass(frozen=True, slots=True)
 class StagedObject:
-    """One task's batches for one topic, staged: picklable, carried to the driver in Spark's commit message."""
+    """One task's batches for one topic, staged: picklable, carried to the driver in Spark's commit message. Batches
+    of at most ``INLINE_BYTES`` ride in the message itself (``data``) rather than in an object, and the driver's
+    commit holds them: a small micro-batch saves its tasks' PUTs and a round trip."""
 
     topic: str
     topic_id: str | None
     name: str
     sections: tuple[StagedSection, ...]
+    data: bytes | None = None
+
+    @property
+    def inline(self) -> bool:
+        return self.data is not None
 
 
 class StagedWrites:
@@ -102,9 +117,9 @@ class StagedWrites:
     def records(self) -> int:
         return sum(self._records.values())
 
-    def put(self, name: str) -> list[StagedObject]:
-        """Write what was kept, one object per topic named ``name`` (made safe) below the topic's chain; nothing for a
-        task that kept nothing."""
+    def put(self, name: str, *, inline_bytes: int = INLINE_BYTES) -> list[StagedObject]:
+        """Write what was kept, one object per topic named ``name`` (made safe) below the topic's chain, or kept in
+        the returned ``StagedObject`` when it is at most ``inline_bytes``; nothing for a task that kept nothing."""
         safe = _UNSAFE.sub("_", name)[:160] + "-" + uuid.uuid4().hex[:12]
         staged = []
         for topic, partitions in self._pieces.items():
@@ -115,7 +130,11 @@ class StagedWrites:
                 sections.append(StagedSection(partition, position, len(data), self._records[(topic, partition)]))
                 parts.append(data)
                 position += len(data)
-            self._logs.storage.put(staged_path(self._logs.storage, topic, topic_id, safe), b"".join(parts))
+            whole = b"".join(parts)
+            if len(whole) <= inline_bytes:
+                staged.append(StagedObject(topic, topic_id, safe, tuple(sections), whole))
+                continue
+            self._logs.storage.put(staged_path(self._logs.storage, topic, topic_id, safe), whole)
             staged.append(StagedObject(topic, topic_id, safe, tuple(sections)))
         return staged
 
@@ -148,15 +167,20 @@ def commit_staged(logs: LogDirectory, staged: Sequence[StagedObject], mark: Sink
         header = decode_header(previous.body, path) if previous is not None else TopicHeader()
         if mark is not None and _committed(header, mark):
             raise _Committed
+        now = int(time.time() * 1000)
         ends = {p: header.end(p).log_end_offset for p in {s.partition for obj in staged for s in obj.sections}}
         sections = []
         for obj in staged:
             for s in obj.sections:
                 base = ends[s.partition]
-                reference = StagedReference(obj.name, s.position, s.length).encode()
-                sections.append(Section(s.partition, SectionKind.STAGED, base, base + s.records, -1, reference))
+                if obj.data is not None:  # carried inline: numbered (and stamped) here, as a reader would
+                    batches = _numbered(obj.data[s.position : s.position + s.length], base, now, path)
+                    sections.append(Section(s.partition, SectionKind.BATCHES, base, base + s.records, -1, batches))
+                else:
+                    reference = StagedReference(obj.name, s.position, s.length).encode()
+                    sections.append(Section(s.partition, SectionKind.STAGED, base, base + s.records, -1, reference))
                 ends[s.partition] = base + s.records
-        return TopicCommit.following(header, sections, mark, time_ms=int(time.time() * 1000)).encode()
+        return TopicCommit.following(header, sections, mark, time_ms=now).encode()
 
     try:
         chain.append(build, after=chain.known_latest() or chain.latest())
@@ -176,7 +200,21 @@ def last_mark(logs: LogDirectory, topic: str, sink_id: str) -> SinkMark | None:
 
 def delete_staged(storage: Storage, staged: Sequence[StagedObject]) -> None:
     """Delete staged objects no commit refers to (an aborted micro-batch's, or one committed already)."""
-    storage.delete_all([staged_path(storage, obj.topic, obj.topic_id, obj.name) for obj in staged])
+    storage.delete_all([staged_path(storage, obj.topic, obj.topic_id, obj.name) for obj in staged if not obj.inline])
+
+
+def _numbered(data: bytes, first_offset: int, log_append_time: int, path: str) -> bytes:
+    """Batches carried inline, given their offsets from ``first_offset`` and, LogAppendTime ones, the commit's time.
+
+    Raises:
+        CorruptRecordError: The bytes are not whole batches (a task's message damaged on its way).
+    """
+    buf = np.frombuffer(bytearray(data), dtype=np.uint8)
+    entries = scan(buf, file=path)
+    if not len(entries) or int(entries.positions[-1] + entries.sizes[-1]) != len(buf):
+        raise CorruptRecordError(f"a task's inline batches of {len(buf)} bytes are not whole batches", file=path)
+    number_batches(buf, entries, first_offset, log_append_time)
+    return buf.tobytes()
 
 
 def _committed(header: TopicHeader, mark: SinkMark) -> bool:
