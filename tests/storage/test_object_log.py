@@ -451,3 +451,26 @@ def test_writers_sharing_a_replica_take_turns_without_starting_it_over(
         first.append_arrow(pa.table({"value": [f"a{i}".encode()]}))
         second.append_arrow(pa.table({"value": [f"b{i}".encode()]}))
     assert read_all(first).column("value").to_pylist() == [b"a0", b"b0", b"a1", b"b1", b"a2", b"b2"]
+
+
+def test_a_reader_of_one_partition_fetches_only_its_sections_of_large_commits(
+    remote: ObjectStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large commit is read as its header and section table, then this partition's sections' bytes: a replica of
+    one partition of a busy topic downloads that partition's records, not the topic's."""
+    writers = [ObjectPartitionLog(remote, "t", p, cache_dir=str(tmp_path / "writer")) for p in range(2)]
+    for i in range(4):
+        writers[0].append_arrow(pa.table({"value": [f"small-{i}".encode()]}))
+        writers[1].append_arrow(pa.table({"value": [bytes(200_000)] * 3}))  # about 600 kB a commit
+    fetched: list[int] = []
+    read = ObjectStorage.read
+
+    def counted(self: ObjectStorage, path: str, position: int = 0, length: int | None = None) -> bytes:
+        data = read(self, path, position, length)
+        fetched.append(len(data))
+        return data
+
+    monkeypatch.setattr(ObjectStorage, "read", counted)
+    reader = ObjectPartitionLog(remote, "t", 0, cache_dir=str(tmp_path / "reader"))
+    assert read_all(reader).column("value").to_pylist() == [f"small-{i}".encode() for i in range(4)]
+    assert sum(fetched) < 200_000, f"{sum(fetched)} bytes read for 4 small records in {len(fetched)} reads"

@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -51,13 +51,14 @@ _MAGIC = b"PSLC"
 _VERSION = 1  # 0: a chain per partition, whose bodies were one partition's
 _PREFIX = struct.Struct(">4shh")
 _TRAILER = struct.Struct(">qI")
-_READ_AHEAD = 8
+#: How many large commits' body positions an object remembers (``body_range``).
+_KEPT_STARTS = 4096
 #: The most names past a new commit a look probes at once.
 _MAX_WINDOW = 16
 #: How many times ``latest`` looks for the last commit when the one it found is gone before it is read.
 _LOOKS_FOR_LAST = 5
 #: How much of a commit's body a probe for it reads: a topic's header of up to a thousand partitions.
-_PROBE_BYTES = 16 * 1024
+PROBE_BYTES = 16 * 1024
 #: Bytes of commits a chain's object keeps once read: the replicas of a topic's partitions in one process (a Spark
 #: task reading several, a sealer sealing each) read the commits they share once.
 _KEPT_BYTES = 64 * 1024 * 1024
@@ -172,6 +173,7 @@ class CommitLog:
         self._looked_at = -1.0  # when the last look began
         self._prefix_lock = threading.Lock()  # one ranged read of a body's prefix at a time
         self._window = 1  # the names probed at once past a new commit: as many as the last look found
+        self._body_starts: dict[int, int] = {}  # where the body of a large commit starts in its object
 
     @classmethod
     def shared(cls, storage: Storage, directory: str, incarnation: str) -> CommitLog:
@@ -221,27 +223,6 @@ class CommitLog:
             while self._kept_bytes > _KEPT_BYTES and len(self._kept) > 1:
                 _number, oldest = self._kept.popitem(last=False)
                 self._kept_bytes -= len(oldest.body)
-
-    def read_range(self, first: int, last: Commit) -> Iterator[Commit]:
-        """Commits ``first`` to ``last`` (which the caller has), in order, fetched a window at a time in
-        parallel: a reader catching up with many commits waits for the store's latency once per window.
-
-        Raises:
-            CorruptRecordError: A commit is missing or is not a commit.
-        """
-        numbers = range(first, last.number)
-        if numbers:
-            with ThreadPoolExecutor(max_workers=_READ_AHEAD) as pool:
-                for start in range(0, len(numbers), _READ_AHEAD):
-                    window = numbers[start : start + _READ_AHEAD]
-                    for number, commit in zip(window, pool.map(self.read, window), strict=True):
-                        if commit is None:
-                            raise CorruptRecordError(
-                                f"commit {number} is missing, but commit {last.number} exists", file=self.path(number)
-                            )
-                        yield commit
-        if first <= last.number:
-            yield last
 
     def latest(self) -> Commit | None:
         """The last commit: one probe past the last one this object knows of (all that a writer alone on its
@@ -312,12 +293,12 @@ class CommitLog:
         # when all of them exist, or after one probe for a chain that was quiet, one listing from there finds the
         # rest, however many.
         probed = start
-        if self._fetch_prefix(start + 1, _PROBE_BYTES) is not None:
+        if self._fetch_prefix(start + 1, PROBE_BYTES) is not None:
             start += 1
             window = self._window
             names = range(start + 1, start + 1 + window)
             with ThreadPoolExecutor(max_workers=window) as pool:
-                found = list(pool.map(lambda number: self._fetch_prefix(number, _PROBE_BYTES) is not None, names))
+                found = list(pool.map(lambda number: self._fetch_prefix(number, PROBE_BYTES) is not None, names))
             leading = found.index(False) if False in found else window
             start += leading
             if leading == window:
@@ -346,11 +327,46 @@ class CommitLog:
         prefix = self._prefix
         if prefix is not None and prefix[0] == number and (prefix[2] or len(prefix[1]) >= size):
             return prefix[1][:size]
-        body = self._fetch_prefix(number, max(size, _PROBE_BYTES))
+        body = self._fetch_prefix(number, max(size, PROBE_BYTES))
         if body is None:
             self._known_seen_at = -_RECHECK_KNOWN_S  # gone: the next look for the last commit lists the chain
             return None
         return body[:size]
+
+    def kept(self, number: int) -> Commit | None:
+        """Commit ``number`` if this object holds it whole (read, written or probed whole lately), without a request."""
+        last = self._last_read
+        if last is not None and last.number == number:
+            return last
+        with self._kept_lock:
+            return self._kept.get(number)
+
+    def head(self, number: int, size: int) -> bytes | None:
+        """At most the first ``size`` bytes of commit ``number``'s body with one ranged GET (the commit is kept whole
+        when it is no longer: ``kept``), or from what this object holds; None when the commit does not exist."""
+        commit = self.kept(number)
+        if commit is not None:
+            return commit.body[:size]
+        prefix = self._prefix
+        if prefix is not None and prefix[0] == number and (prefix[2] or len(prefix[1]) >= size):
+            return prefix[1][:size]
+        return self._fetch_prefix(number, size)
+
+    def body_range(self, number: int, position: int, length: int) -> bytes | None:
+        """``length`` bytes of commit ``number``'s body from ``position``, with one ranged GET (fewer when the body
+        ends first); None when the commit does not exist. The bytes are unchecked: the CRC covers the whole body."""
+        start = self._body_starts.get(number)
+        if start is None:
+            if self.head(number, 0) is None:
+                return None
+            commit = self.kept(number)
+            if commit is not None:
+                return commit.body[position : position + length]
+            start = self._body_starts[number]
+        try:
+            return self.storage.read(self.path(number), start + position, length)
+        except FileNotFoundError:
+            return None
 
     def _fetch_prefix(self, number: int, size: int) -> bytes | None:
         """At most the first ``size`` bytes of commit ``number``'s body, read with one ranged GET and kept as the
@@ -376,6 +392,10 @@ class CommitLog:
         start = _PREFIX.size + writer_length + _TRAILER.size
         if writer_length > _MAX_WRITER_ID or len(head) < start:
             raise CorruptRecordError("a commit's header is not whole", file=self.path(number))
+        with self._kept_lock:
+            self._body_starts[number] = start
+            while len(self._body_starts) > _KEPT_STARTS:
+                del self._body_starts[next(iter(self._body_starts))]
         body = head[start : start + size]
         if self._prefix is None or self._prefix[0] <= number:  # probes run at once: the last commit's stays
             self._prefix = (number, body, len(body) < size)

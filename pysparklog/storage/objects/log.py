@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -47,12 +48,14 @@ from pysparklog.storage.log import DEFAULT_MAX_CHUNK_BYTES, PartitionLog, ReadRe
 from pysparklog.storage.log_reads import SegmentInfo
 from pysparklog.storage.log_state import LogView
 from pysparklog.storage.log_writer import AppendInfo
-from pysparklog.storage.objects.commit_log import Commit, CommitLog
+from pysparklog.storage.objects.commit_log import PROBE_BYTES, Commit, CommitLog
 from pysparklog.storage.objects.sealing import SEALED, Manifest, Manifests, SealedSegment, TopicSeal, TopicSeals
 from pysparklog.storage.objects.topic_commit import (
     NO_LOG_START,
     NO_TOPIC_ID,
     STAGED_DIRECTORY,
+    CommitLayout,
+    HeadTooShortError,
     PartitionEnd,
     Section,
     SectionKind,
@@ -78,6 +81,8 @@ APPLIED_FILE = "commit.applied"
 _APPLIED = struct.Struct(">qq")
 #: How many commits a topic gathers before a writer seals them into segments.
 SEAL_COMMITS = 1000
+#: How many commits a replica far behind fetches at once.
+_READ_AHEAD = 8
 #: How many commits a read follows one at a time toward the offset it needs before it follows them all.
 _FOLLOW_TO_STEPS = 4
 #: How many partitions a topic's sealing seals at once.
@@ -89,6 +94,14 @@ _SEALED_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFI
 _OPTIONAL_SUFFIXES = (TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 _DOWNLOAD_CHUNK_BYTES = 8 * 1024 * 1024
 _MAX_MANIFEST_RETRIES = 5
+
+
+class CommitHead(NamedTuple):
+    """A commit's number and the start of its body, which holds its header: as much of a commit as following to it
+    takes (its sections are read where this partition has some)."""
+
+    number: int
+    body: bytes
 
 
 class _OutOfStep(Exception):
@@ -206,11 +219,24 @@ class ObjectPartitionLog:
 
     def follow(self) -> None:
         """Bring the replica up to the last commit."""
-        latest = self._commits.latest()
+        number = self._commits.last_number()
+        last = self._head_of(number) if number >= 0 else None
         with self._applied.exclusive() as record:
-            self._apply_through(record, latest)
+            self._apply_through(record, last)
 
-    def _apply_through(self, record: LockedRecord, last: Commit | None) -> int:
+    def _head_of(self, number: int) -> CommitHead | Commit | None:
+        """Commit ``number`` as far as following to it needs (its number and its header: the start of its body, not
+        the sections of a large commit); the last commit whole when it was retired meanwhile; None when it does not
+        exist."""
+        head = self._commits.head(number, self._head_bytes)
+        return CommitHead(number, head) if head is not None else self._commits.latest()
+
+    @property
+    def _head_bytes(self) -> int:
+        """How much of a commit's body holds this partition's entry of its header."""
+        return max(PROBE_BYTES, header_size(self.partition + 1))
+
+    def _apply_through(self, record: LockedRecord, last: CommitHead | Commit | None) -> int:
         """Apply the commits after the replica's up to ``last`` (under the replica's lock); returns the log end.
 
         A replica out of step with its record (its files or the record damaged, a log directory emptied and
@@ -237,7 +263,7 @@ class ObjectPartitionLog:
         self._replica.truncate_fully_and_start_at(0)
         record.write(_APPLIED.pack(-1, 0))
 
-    def _apply_commits(self, record: LockedRecord, last: Commit | None) -> int:
+    def _apply_commits(self, record: LockedRecord, last: CommitHead | Commit | None) -> int:
         if (last.number if last is not None else -1) < _applied(record)[0]:
             raise _OutOfStep("the replica holds commits the log directory does not have")
         applied, end = self._reconciled(record)
@@ -246,38 +272,94 @@ class ObjectPartitionLog:
         if self._unchanged(last, end):
             record.write(_APPLIED.pack(last.number, end))
             return end
-        if self._commits.read(applied + 1) is None:  # sealed, and deleted once a later seal covered it
+        if self._commits.head(applied + 1, PROBE_BYTES) is None:  # sealed, and deleted once a later seal covered it
             applied, end = self._apply_sealed(record, applied)
             if applied >= last.number:
                 return end
             if self._unchanged(last, end):
                 record.write(_APPLIED.pack(last.number, end))
                 return end
-        for commit in self._commits.read_range(applied + 1, last):
-            decoded = TopicCommit.decode(commit.body, self._commits.path(commit.number))
-            sections = decoded.sections_of(self.partition)
+        for number, time_ms, sections in self._sections_between(applied + 1, last.number):
             for section in sections:
                 if section.base_offset != end:
                     raise _OutOfStep(
-                        f"commit {commit.number} starts partition {self.partition} at offset {section.base_offset}, "
+                        f"commit {number} starts partition {self.partition} at offset {section.base_offset}, "
                         f"but the commits before it end it at {end}"
                     )
-                self._apply(section, decoded.header.time_ms)
+                self._apply(section, time_ms)
                 end = section.end_offset
-            if sections or commit is last:
-                record.write(_APPLIED.pack(commit.number, end))
+            if sections or number == last.number:
+                record.write(_APPLIED.pack(number, end))
         return end
 
-    def _unchanged(self, commit: Commit, end: int) -> bool:
+    def _sections_between(self, first: int, last: int) -> Iterator[tuple[int, int, list[Section]]]:
+        """This partition's sections of commits ``first`` to ``last``, in order, with each commit's time: fetched a
+        window at a time in parallel, so a replica far behind waits for the store's latency once per window.
+
+        Raises:
+            CorruptRecordError: A commit is missing (commit ``last`` exists), or damaged.
+        """
+        numbers = range(first, last + 1)
+        with ThreadPoolExecutor(max_workers=_READ_AHEAD) as pool:
+            for start in range(0, len(numbers), _READ_AHEAD):
+                window = numbers[start : start + _READ_AHEAD]
+                for number, found in zip(window, pool.map(self._sections_in, window), strict=True):
+                    if found is None:
+                        raise CorruptRecordError(
+                            f"commit {number} is missing, but commit {last} exists", file=self._commits.path(number)
+                        )
+                    yield number, *found
+
+    def _sections_in(self, number: int) -> tuple[int, list[Section]] | None:
+        """Commit ``number``'s time and this partition's sections (None: the commit does not exist): the commit read
+        whole when it is small, else its header and section table, then only this partition's sections' bytes with
+        a ranged GET each. A reader of one partition of a busy topic downloads that partition's records, not the
+        topic's.
+
+        Raises:
+            CorruptRecordError: The commit is damaged.
+        """
+        path = self._commits.path(number)
+        size = PROBE_BYTES
+        while (commit := self._commits.kept(number)) is None:
+            head = self._commits.head(number, size)
+            if head is None:
+                return None
+            if self._commits.kept(number) is not None:
+                continue  # it was small: now held whole
+            try:
+                layout = CommitLayout.decode(head, path)
+            except HeadTooShortError as short:
+                if short.needed <= size:
+                    raise CorruptRecordError("a commit's header and section table do not add up", file=path) from None
+                size = short.needed
+                continue
+            sections = []
+            for entry in layout.entries:
+                if entry.partition != self.partition:
+                    continue
+                data = self._commits.body_range(number, entry.position, entry.size) if entry.size else b""
+                if data is None:
+                    return None
+                if len(data) != entry.size:
+                    raise CorruptRecordError(f"a section of {entry.size} bytes runs past its commit's end", file=path)
+                section = entry.section(data)
+                if entry.kind == SectionKind.STAGED:
+                    section.reference(path)
+                sections.append(section)
+            return layout.header.time_ms, sections
+        decoded = TopicCommit.decode(commit.body, path)
+        return decoded.header.time_ms, decoded.sections_of(self.partition)
+
+    def _unchanged(self, commit: CommitHead | Commit, end: int) -> bool:
         """Whether ``commit``'s header shows this partition where a replica ending at ``end`` is: then no commit
         up to it changed the partition (log ends and log starts only grow), and the replica holds it as it is."""
         mine = self._end_in(commit)
         return mine.log_end_offset == end and mine.log_start_offset <= self._replica.view().log_start_offset
 
-    def _end_in(self, commit: Commit) -> PartitionEnd:
-        """This partition's end after ``commit``, from its header."""
-        ends = decode_ends(commit.body, self._commits.path(commit.number))
-        return ends[self.partition] if self.partition < len(ends) else PartitionEnd(0, 0)
+    def _end_in(self, commit: CommitHead | Commit) -> PartitionEnd:
+        """This partition's end after ``commit``, from its header (the start of its body holds it)."""
+        return end_of(commit.body, self.partition, self._commits.path(commit.number))
 
     def _apply_sealed(self, record: LockedRecord, applied: int) -> tuple[int, int]:
         """Start the replica over from the last manifest's sealed segments, downloaded (the commits after
@@ -504,9 +586,10 @@ class ObjectPartitionLog:
                 # Past what this process knows of the chain and what the replica holds (another process of the host
                 # may have brought it further).
                 known = max(self._commits.known_number, _applied(record)[0])
-                following = self._commits.read(known + 1) if known >= 0 else None
-                if following is None:
+                head = self._commits.head(known + 1, self._head_bytes) if known >= 0 else None
+                if head is None:
                     break
+                following = CommitHead(known + 1, head)
                 self._apply_through(record, following)
                 if self._holds(end_offset, committed):
                     return

@@ -54,6 +54,8 @@ _BATCH_ID = struct.Struct(">q")  # a mark's batch id, and a commit's time
 _SECTION = struct.Struct(">ibqqqi")
 _REFERENCE = struct.Struct(">qq")
 NO_LOG_START = -1
+#: The most bytes a header and its section table take (a damaged count claiming more is refused).
+_TABLE_LIMIT = 4 * 1024 * 1024
 #: The sinks whose marks a header keeps: the most recently committed.
 MAX_MARKS = 256
 #: The names a staged object may have: one path segment, so a damaged reference cannot point elsewhere.
@@ -243,19 +245,83 @@ class TopicCommit:
             CorruptRecordError: The body is not a topic commit: cut short, of an unknown section kind, with offsets
                 that do not add up or sections that do not end where the header says.
         """
-        header, position = _decode_header(body, path)
-        ends = header.ends
-        count = _unpack(_COUNT, body, position, path, "the section count")[0]
-        position += _COUNT.size
-        if not 0 < count <= (len(body) - position) // _SECTION.size:
-            raise CorruptRecordError(f"a topic commit of {len(body)} bytes with {count} sections", file=path)
-        headers = []
-        for _ in range(count):
-            headers.append(_unpack(_SECTION, body, position, path, "a section"))
-            position += _SECTION.size
+        layout = CommitLayout.decode(body, path, body_size=len(body))
         sections = []
-        for partition, kind, base, end, log_start, size in headers:
-            if size < 0 or position + size > len(body):
+        for entry in layout.entries:
+            section = entry.section(body[entry.position : entry.position + entry.size])
+            if entry.kind == SectionKind.STAGED:
+                section.reference(path)  # checked now: a damaged reference is the commit's damage
+            sections.append(section)
+        end = layout.entries[-1].position + layout.entries[-1].size
+        if end != len(body):
+            raise CorruptRecordError(f"a topic commit has {len(body) - end} bytes after its sections", file=path)
+        return cls(layout.header, tuple(sections))
+
+
+@dataclass(frozen=True, slots=True)
+class SectionEntry:
+    """A section as the commit's table describes it: whose, what, which offsets, and where its bytes are in the
+    body (``position``, ``size``)."""
+
+    partition: int
+    kind: SectionKind
+    base_offset: int
+    end_offset: int
+    log_start_offset: int
+    position: int
+    size: int
+
+    def section(self, data: bytes) -> Section:
+        return Section(self.partition, self.kind, self.base_offset, self.end_offset, self.log_start_offset, data)
+
+
+class HeadTooShortError(Exception):
+    """The start of a body read so far ends inside its header or section table: ``needed`` bytes hold them."""
+
+    def __init__(self, needed: int) -> None:
+        super().__init__(f"{needed} bytes hold the header and the section table")
+        self.needed = needed
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLayout:
+    """A commit's header and section table, from the start of its body: what a reader of one partition needs to
+    fetch only its sections' bytes of a large commit."""
+
+    header: TopicHeader
+    entries: tuple[SectionEntry, ...]
+
+    @classmethod
+    def decode(cls, head: bytes, path: str, *, body_size: int | None = None) -> CommitLayout:
+        """The layout from ``head``, the body's first bytes (all of it when ``body_size`` is its length; else the
+        sections' extents are checked when their bytes are read).
+
+        Raises:
+            HeadTooShortError: ``head`` ends inside the header or the table (only without ``body_size``).
+            CorruptRecordError: The header or the table is not a topic commit's.
+        """
+        try:
+            header, position = _decode_header(head, path)
+            count = _unpack(_COUNT, head, position, path, "the section count")[0]
+        except CorruptRecordError:
+            if body_size is None and len(head) < _TABLE_LIMIT:  # perhaps only cut short: a longer start decides
+                raise HeadTooShortError(min(4 * len(head), _TABLE_LIMIT)) from None
+            raise
+        position += _COUNT.size
+        room = (body_size if body_size is not None else _TABLE_LIMIT) - position
+        if not 0 < count <= room // _SECTION.size:
+            raise CorruptRecordError(f"a topic commit with {count} sections", file=path)
+        table_end = position + count * _SECTION.size
+        if len(head) < table_end:
+            if body_size is None:
+                raise HeadTooShortError(table_end)
+            raise CorruptRecordError("a topic commit ends inside its section table", file=path)
+        ends = header.ends
+        entries, data = [], table_end
+        for _ in range(count):
+            partition, kind, base, end, log_start, size = _SECTION.unpack_from(head, position)
+            position += _SECTION.size
+            if size < 0 or (body_size is not None and data + size > body_size):
                 raise CorruptRecordError(f"a section of {size} bytes runs past its commit's end", file=path)
             if kind not in SectionKind.__members__.values() or not 0 <= partition < len(ends) or not 0 <= base <= end:
                 raise CorruptRecordError(
@@ -269,14 +335,9 @@ class TopicCommit:
                 raise CorruptRecordError(
                     f"a section of partition {partition} ends at {end}, past the header's {ends[partition]}", file=path
                 )
-            section = Section(partition, SectionKind(kind), base, end, log_start, body[position : position + size])
-            if kind == SectionKind.STAGED:
-                section.reference(path)  # checked now: a damaged reference is the commit's damage
-            sections.append(section)
-            position += size
-        if position != len(body):
-            raise CorruptRecordError(f"a topic commit has {len(body) - position} bytes after its sections", file=path)
-        return cls(header, tuple(sections))
+            entries.append(SectionEntry(partition, SectionKind(kind), base, end, log_start, data, size))
+            data += size
+        return cls(header, tuple(entries))
 
 
 def decode_header(body: bytes, path: str) -> TopicHeader:
