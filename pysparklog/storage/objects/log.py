@@ -27,10 +27,12 @@ section ends) and records.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import struct
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -293,22 +295,28 @@ class ObjectPartitionLog:
         return end
 
     def _sections_between(self, first: int, last: int) -> Iterator[tuple[int, int, list[Section]]]:
-        """This partition's sections of commits ``first`` to ``last``, in order, with each commit's time: fetched a
-        window at a time in parallel, so a replica far behind waits for the store's latency once per window.
+        """This partition's sections of commits ``first`` to ``last``, in order, with each commit's time: up to
+        ``_READ_AHEAD`` fetched at once ahead of the one applied, so a replica far behind waits for the store's latency
+        once, not once per commit.
 
         Raises:
             CorruptRecordError: A commit is missing (commit ``last`` exists), or damaged.
         """
-        numbers = range(first, last + 1)
+        numbers = iter(range(first, last + 1))
         with ThreadPoolExecutor(max_workers=_READ_AHEAD) as pool:
-            for start in range(0, len(numbers), _READ_AHEAD):
-                window = numbers[start : start + _READ_AHEAD]
-                for number, found in zip(window, pool.map(self._sections_in, window), strict=True):
-                    if found is None:
-                        raise CorruptRecordError(
-                            f"commit {number} is missing, but commit {last} exists", file=self._commits.path(number)
-                        )
-                    yield number, *found
+            # A sliding window: the next commits are fetched while the caller applies this one.
+            pending = deque((n, pool.submit(self._sections_in, n)) for n in itertools.islice(numbers, _READ_AHEAD))
+            while pending:
+                number, future = pending.popleft()
+                following = next(numbers, None)
+                if following is not None:
+                    pending.append((following, pool.submit(self._sections_in, following)))
+                found = future.result()
+                if found is None:
+                    raise CorruptRecordError(
+                        f"commit {number} is missing, but commit {last} exists", file=self._commits.path(number)
+                    )
+                yield number, *found
 
     def _sections_in(self, number: int) -> tuple[int, list[Section]] | None:
         """Commit ``number``'s time and this partition's sections (None: the commit does not exist): the commit read
