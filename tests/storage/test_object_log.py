@@ -474,3 +474,24 @@ def test_a_reader_of_one_partition_fetches_only_its_sections_of_large_commits(
     reader = ObjectPartitionLog(remote, "t", 0, cache_dir=str(tmp_path / "reader"))
     assert read_all(reader).column("value").to_pylist() == [f"small-{i}".encode() for i in range(4)]
     assert sum(fetched) < 200_000, f"{sum(fetched)} bytes read for 4 small records in {len(fetched)} reads"
+
+
+def test_a_replica_of_a_quiet_partition_skips_the_others_commits_by_their_headers(
+    remote: ObjectStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writers = [ObjectPartitionLog(remote, "t", p, cache_dir=str(tmp_path / "writer")) for p in range(2)]
+    for i in range(64):
+        writers[0].append_arrow(pa.table({"value": [f"busy-{i}".encode()]}))
+    writers[1].append_arrow(pa.table({"value": [b"quiet"]}))
+    writers[0].append_arrow(pa.table({"value": [b"busy-last"]}))
+    reads: list[str] = []
+    read = ObjectStorage.read
+
+    def counted(self: ObjectStorage, path: str, position: int = 0, length: int | None = None) -> bytes:
+        reads.append(path)
+        return read(self, path, position, length)
+
+    monkeypatch.setattr(ObjectStorage, "read", counted)
+    reader = ObjectPartitionLog(remote, "t", 1, cache_dir=str(tmp_path / "reader"))
+    assert read_all(reader).column("value").to_pylist() == [b"quiet"]
+    assert len(reads) <= 12, f"{len(reads)} reads to find one commit among 66"
