@@ -66,6 +66,7 @@ from pysparklog.spark.arrow import source_schema, to_spark_batch
 from pysparklog.spark.kafka_options import (
     SourceOptions,
     each_partition,
+    latest_offsets,
     offsets_to_dict,
     parse_offsets,
     resolve_batch,
@@ -83,7 +84,16 @@ from pysparklog.spark.offset_ranges import (
     split_ranges,
 )
 from pysparklog.spark.pushdown import PushedBounds, narrow_ranges, translate
-from pysparklog.spark.sink import SinkCommitLog, TaskWrite, batch_sink_id, streaming_sink_id, write_task
+from pysparklog.spark.sink import (
+    SinkCommitLog,
+    TaskWrite,
+    abort_staged_write,
+    batch_sink_id,
+    commit_staged_write,
+    stages,
+    streaming_sink_id,
+    write_task,
+)
 from pysparklog.spark.sink_options import DeliveryGuarantee, SaveMode, SinkColumns, SinkOptions, check_sink_schema
 from pysparklog.spark.storage_options import StorageSettings, open_logs
 from pysparklog.storage.io import read_if_exists, storage_for
@@ -462,12 +472,10 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _latest_offsets(self, current: Offsets) -> Offsets:
         """The log end (or last stable offset with read_committed) of every subscribed partition,
         including partitions and topics that appeared since the query started."""
-        committed = self.options.read_committed
-        return each_partition(
-            self._logs,
-            subscribed_partitions(self.options, self._logs),
-            lambda log: log.last_stable_offset if committed else log.log_end_offset,
-        )
+        partitions = subscribed_partitions(self.options, self._logs)
+        if not self.options.read_committed:
+            return latest_offsets(self._logs, partitions)  # on an object store, one probe of each topic's chain
+        return each_partition(self._logs, partitions, lambda log: log.last_stable_offset)
 
     def _report_data_loss(self, message: str) -> None:
         """Kafka's ``reportDataLoss``: fail with ``failOnDataLoss``, else warn and go on."""
@@ -676,13 +684,21 @@ class PySparkLogBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         writes = _writes(messages)
         if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self.skip:
-            commit_log = SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), self.sink_id)
+            logs = open_logs(self.options.path, self.options.storage_settings)
+            if stages(self.options, logs):
+                commit_staged_write(logs, None, 0, writes)
+                return
+            commit_log = SinkCommitLog(logs, self.sink_id)
             commit_log.commit(None, 0, writes)
             commit_log.forget()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and not self.skip:
-            commit_log = SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), self.sink_id)
+            logs = open_logs(self.options.path, self.options.storage_settings)
+            if stages(self.options, logs):
+                abort_staged_write(logs, _writes(messages))
+                return
+            commit_log = SinkCommitLog(logs, self.sink_id)
             commit_log.abort()
             commit_log.forget()
 
@@ -716,18 +732,24 @@ class PySparkLogStreamWriter(DataSourceStreamArrowWriter):
         writes = _writes(messages)
         if self.options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and writes:
             first = writes[0]
-            SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), first.sink_id).commit(
-                first.query_id, batchId, writes
-            )
+            logs = open_logs(self.options.path, self.options.storage_settings)
+            if stages(self.options, logs):
+                commit_staged_write(logs, first.query_id, batchId, writes)
+            else:
+                SinkCommitLog(logs, first.sink_id).commit(first.query_id, batchId, writes)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
         if self.options.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
             return
         writes = _writes(messages)
+        logs = open_logs(self.options.path, self.options.storage_settings)
+        if stages(self.options, logs):
+            abort_staged_write(logs, writes)
+            return
         query_id = _checkpoint_query_id(self.options.checkpoint_location)
         sink_id = writes[0].sink_id if writes else query_id and streaming_sink_id(self.options, query_id)
         if sink_id:
-            SinkCommitLog(open_logs(self.options.path, self.options.storage_settings), sink_id).abort()
+            SinkCommitLog(logs, sink_id).abort()
         else:  # the tasks' next attempts, or the timeout, abort what the failed ones left open
             _log.warning("pysparklog: batch %d aborted; its query id is unknown here (no checkpoint)", batchId)
 

@@ -42,6 +42,7 @@ from pysparklog.storage.topics import validate_partition_count
 #: tables rather than one record at a time, so it can stay vectorised as the built-in rules are.
 CustomPartitioner = Callable[[pa.Table, int], npt.ArrayLike]
 
+
 def murmur2(key: bytes) -> int:
     """The Java client's ``Utils.murmur2`` of ``key``: a signed 32-bit int, as Java returns it."""
     h = int(kernels.murmur2_of(np.frombuffer(key, np.uint8), 0, len(key)))

@@ -47,9 +47,7 @@ def test_widgets_take_databricks_keyword_names(widgets: LocalDbutils) -> None:
     assert (widgets.widgets.get("orders"), widgets.widgets.get("mode")) == ("12", "b")
 
 
-def test_a_dropdown_takes_a_choice_from_the_environment(
-    widgets: LocalDbutils, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_dropdown_takes_a_choice_from_the_environment(widgets: LocalDbutils, monkeypatch: pytest.MonkeyPatch) -> None:
     widgets.widgets.dropdown("mode", "true", ["true", "false"], "Mode")
     assert widgets.widgets.get("mode") == "true"
     monkeypatch.setenv("PYSPARKLOG_WIDGET_MODE", "false")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import operator
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,12 +226,15 @@ class RecordAccumulator:
         return wait
 
     def refresh_partition_count(self, topic: str) -> int:
-        """A topic's partition count, read from the log directory now; new chunks use it.
+        """A topic's partition count, read from the log directory now (on an object store, as this process read
+        it within a few seconds: ``TopicStore.recent_partition_counts``); new chunks use it.
 
         Raises:
             UnknownTopicError: The topic does not exist.
         """
-        count = self._logs.topics.get(topic).partitions
+        count = self._logs.topics.recent_partition_counts().get(topic)
+        if count is None:  # created since, or made by appends
+            count = self._logs.topics.get(topic).partitions
         with self._lock:
             self._partition_counts[topic] = count
         return count
@@ -255,23 +257,26 @@ class RecordAccumulator:
             state.pending_bytes += int(piece.sizes.sum())
             self._waiting[state] = None
 
-    def due(self, *, force_all: bool, force_topic: str | None) -> Iterator[tuple[PartitionState, bool]]:
+    def due(self, *, force_all: bool, force_topic: str | None) -> list[tuple[PartitionState, bool]]:
         """The queues to append now, each with whether to keep its last batch back (it may fill up still):
         every one with ``force_all``, those of ``force_topic``, those whose oldest record has lingered
-        enough, and those holding a full batch (keeping the last back).
-
-        The caller appends each queue before taking the next: an emptied queue stops waiting then, and
-        the next linger deadline is set once all are through.
+        enough, and those holding a full batch (keeping the last back). Once the caller has appended them,
+        ``settle`` drops the emptied queues and sets the next linger deadline.
         """
         now = time.monotonic()
-        for state in list(self._waiting):
+        due = []
+        for state in self._waiting:
             lingered = now >= state.oldest + self._linger_s
             if force_all or lingered or state.topic == force_topic:
-                yield state, False
+                due.append((state, False))
             elif state.pending_bytes >= self._full_batch_bytes(state.topic):
-                yield state, True
-            if not state.pieces:
-                del self._waiting[state]
+                due.append((state, True))
+        return due
+
+    def settle(self) -> None:
+        """After the due queues were appended: the emptied ones stop waiting, and the next linger deadline is set."""
+        for state in [state for state in self._waiting if not state.pieces]:
+            del self._waiting[state]
         self._next_deadline = min((s.oldest + self._linger_s for s in self._waiting), default=float("inf"))
 
     def _full_batch_bytes(self, topic: str) -> int:

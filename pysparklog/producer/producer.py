@@ -17,12 +17,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from pysparklog.errors import InvalidTimestampError, RecordTooLargeError
+from pysparklog.errors import InvalidConfigError, InvalidTimestampError, RecordTooLargeError
 from pysparklog.partitioner import _record_sizes as record_sizes
 from pysparklog.producer.accumulator import RecordAccumulator
 from pysparklog.producer.config import ProducerConfig
 from pysparklog.producer.future import RecordFuture
-from pysparklog.producer.sender import Sender
+from pysparklog.producer.sender import Sender, Stage
 from pysparklog.producer.transaction_manager import TransactionManager
 from pysparklog.storage import AppendInfo
 from pysparklog.storage.log_dir import LogDirectory
@@ -45,10 +45,23 @@ class Producer:
     Args:
         log_dir: The log directory (a ``LogDirectory`` or its path); topics must exist in it.
         config: The settings (default: Kafka's defaults).
+        stage: Where the batches go instead of the partitions' logs (an exactly-once sink task's staged objects);
+            the producer then neither numbers them for idempotence nor joins a transaction.
     """
 
-    def __init__(self, log_dir: LogDirectory | str | os.PathLike[str], config: ProducerConfig | None = None) -> None:
+    def __init__(
+        self,
+        log_dir: LogDirectory | str | os.PathLike[str],
+        config: ProducerConfig | None = None,
+        *,
+        stage: Stage | None = None,
+    ) -> None:
         self.config = config or ProducerConfig()
+        if stage is not None and (self.config.idempotent or self.config.transactional_id is not None):
+            raise InvalidConfigError(
+                "a producer whose batches are staged numbers no sequences and joins no transaction (the commit of "
+                "its stage gives them offsets); accepted: enable_idempotence=False and no transactional_id"
+            )
         logs = log_dir if isinstance(log_dir, LogDirectory) else LogDirectory(log_dir)
         cfg = self.config
         self._max_record_bytes = cfg.max_request_size - RECORD_BATCH_OVERHEAD - _MAX_RECORD_OVERHEAD
@@ -56,7 +69,7 @@ class Producer:
         # Guards the appending side: topics, partition queues, sequences, the producer id, the transaction.
         append_lock = threading.Lock()
         self._transactions = TransactionManager(logs, cfg, self._accumulator, append_lock)
-        self._sender = Sender(logs, cfg, self._accumulator, self._transactions, append_lock)  # starts its thread
+        self._sender = Sender(logs, cfg, self._accumulator, self._transactions, append_lock, stage)  # starts its thread
 
     def __enter__(self) -> Producer:
         return self

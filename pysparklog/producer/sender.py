@@ -16,6 +16,8 @@ import itertools
 import logging
 import threading
 import time
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +46,15 @@ _BULK_ROWS = 1 << 16
 _client_ids = itertools.count(1)
 
 
+class Stage(Protocol):
+    """Where a producer's batches go instead of the partitions' logs: an exactly-once sink task's staged objects
+    on an object store (``storage.objects.staged``), which its driver's commit gives offsets."""
+
+    def append(self, topic: str, partition: int, batches: EncodedBatches) -> AppendInfo:
+        """Keep ``batches`` for ``topic``-``partition``; their offsets are the stage's own, numbered from 0."""
+        ...
+
+
 class Sender:
     """Appends what the accumulator holds: from its own thread when due, at once on ``flush`` and ``close``.
 
@@ -53,6 +64,7 @@ class Sender:
         accumulator: Where the records wait.
         transactions: The producer id, epoch and transaction the batches belong to.
         append_lock: The producer's append lock: held while draining and appending.
+        stage: Where the batches go instead of the logs (None: the logs).
     """
 
     def __init__(
@@ -62,8 +74,10 @@ class Sender:
         accumulator: RecordAccumulator,
         transactions: TransactionManager,
         append_lock: threading.Lock,
+        stage: Stage | None = None,
     ) -> None:
         self._logs = logs
+        self._stage = stage
         self.config = config
         self._accumulator = accumulator
         self._transactions = transactions
@@ -129,8 +143,17 @@ class Sender:
             except Exception as error:  # the partitioner or the topic's metadata: every record of the chunk fails
                 chunk.fail(error)
                 touched[chunk] = None
-        for state, keep_partial in self._accumulator.due(force_all=force_all, force_topic=force_topic):
-            self._append_queue(state, keep_partial=keep_partial, touched=touched)
+        due = self._accumulator.due(force_all=force_all, force_topic=force_topic)
+        if self._stage is None and self._logs.appends_together:
+            by_topic: dict[str, list[tuple[PartitionState, bool]]] = {}
+            for state, keep_partial in due:
+                by_topic.setdefault(state.topic, []).append((state, keep_partial))
+            for queues in by_topic.values():
+                self._append_queues_together(queues, touched)
+        else:
+            for state, keep_partial in due:
+                self._append_queue(state, keep_partial=keep_partial, touched=touched)
+        self._accumulator.settle()
         return touched
 
     # -- appending ----------------------------------------------------------------------------
@@ -149,6 +172,74 @@ class Sender:
             state.drop_rows(consumed)
             if not outcomes or isinstance(outcomes[-1][2], AppendInfo):
                 return  # else a failure stopped the appends: go on with the records after it
+
+    def _append_queues_together(self, queues: list[tuple[PartitionState, bool]], touched: dict[Chunk, None]) -> None:
+        """Append the queues of several partitions of one topic in rounds, each round one append of every queue's
+        next group made together (on an object store, one commit); a queue whose append fails goes on alone with
+        the records after it, as ``_append_queue`` does."""
+        work: list[_QueueWork] = []
+        for state, keep_partial in queues:
+            table = state.queued_table().combine_chunks()
+            try:
+                groups = self._encode(state, table)
+            except Exception as error:  # outside the appends (the producer id file...): the queue fails
+                state.resolve([(0, table.num_rows, error)], touched)
+                state.drop_rows(table.num_rows)
+                continue
+            groups = _without_last_batch(groups) if keep_partial else groups
+            deadline = state.oldest + self.config.delivery_timeout_ms / 1000
+            work.append(_QueueWork(state, keep_partial, groups, deadline))
+        try:
+            while round_ := [w for w in work if w.next < len(w.groups)]:
+                for w, outcome in zip(round_, self._append_together(round_), strict=True):
+                    group = w.groups[w.next]
+                    w.outcomes.append((w.done, w.done + group.num_records, outcome))
+                    w.done += group.num_records
+                    w.next += 1
+                    if not isinstance(outcome, AppendInfo):
+                        self._transactions.reset_producer_id()
+                        w.next, w.failed = len(w.groups), True
+                    elif self.config.idempotent:
+                        w.state.next_sequence = next_sequence(w.state.next_sequence, group.num_records)
+        except BaseException:  # interrupted (Ctrl-C): the appends may or may not have been written
+            self._transactions.reset_producer_id()
+            raise
+        finally:
+            for w in work:
+                w.state.resolve(w.outcomes, touched)
+                w.state.drop_rows(w.done)
+        for w in work:
+            if w.failed:
+                self._append_queue(w.state, keep_partial=w.keep_partial, touched=touched)
+
+    def _append_together(self, round_: list[_QueueWork]) -> list[AppendInfo | BaseException]:
+        """Each queue's next group appended together, retried with the same batches after an ``OSError`` while
+        retries and time are left."""
+        cfg = self.config
+        backoff = cfg.retry_backoff_ms / 1000
+        attempts = 0
+        while True:
+            try:
+                appends = []
+                for w in round_:
+                    if w.state.log is None:
+                        w.state.log = self._logs.partition(w.state.topic, w.state.partition)
+                    appends.append((w.state.log, w.groups[w.next]))
+                return list(self._logs.append_together(appends))
+            except OSError as error:
+                attempts += 1
+                if attempts > cfg.retries or time.monotonic() + backoff > min(w.deadline for w in round_):
+                    return [error] * len(round_)
+                _log.warning(
+                    "appends to %d partitions of %s failed (%s); retry %d",
+                    len(round_),
+                    round_[0].state.topic,
+                    error,
+                    attempts,
+                )
+                time.sleep(backoff)
+            except Exception as error:
+                return [error] * len(round_)
 
     def _append_grouped(
         self, topic: TopicState, table: pa.Table, order: np.ndarray, bounds: np.ndarray, deadline: float
@@ -264,6 +355,8 @@ class Sender:
         attempts = 0
         while True:
             try:
+                if self._stage is not None:
+                    return self._stage.append(state.topic, state.partition, group)
                 if state.log is None:
                     state.log = self._logs.partition(state.topic, state.partition)
                 return state.log.append(group)
@@ -282,6 +375,21 @@ class Sender:
                 time.sleep(backoff)
             except Exception as error:
                 return error
+
+
+@dataclass(eq=False)
+class _QueueWork:
+    """One partition's queue in ``_append_queues_together``: its encoded groups, the next to append, and the
+    outcomes so far ((first row, end row, outcome) per append)."""
+
+    state: PartitionState
+    keep_partial: bool
+    groups: list[EncodedBatches]
+    deadline: float
+    next: int = 0
+    done: int = 0
+    failed: bool = False
+    outcomes: list[tuple[int, int, AppendInfo | BaseException]] = field(default_factory=list)
 
 
 def _split(encoded: EncodedBatches, max_bytes: int) -> list[EncodedBatches]:

@@ -890,17 +890,40 @@ def _partition_count(log_dir: LogDirectory, topic: str) -> int | None:
 
 def earliest_offsets(log_dir: LogDirectory, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
     """Each partition's log start offset (ListOffsets ``earliest``)."""
-    return each_partition(log_dir, partitions, lambda log: log.log_start_offset)
+    return {tp: start for tp, (start, _) in partition_offsets(log_dir, partitions).items()}
 
 
 def latest_offsets(log_dir: LogDirectory, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
     """Each partition's log end offset (ListOffsets ``latest``)."""
-    return each_partition(log_dir, partitions, lambda log: log.log_end_offset)
+    return {tp: end for tp, (_, end) in partition_offsets(log_dir, partitions).items()}
+
+
+def partition_offsets(
+    log_dir: LogDirectory, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, tuple[int, int]]:
+    """Each partition's log start and log end offsets, in order, from one look per topic (``LogDirectory.offsets``:
+    on an object store, one probe of the topic's chain, the topics asked at once)."""
+    wanted = list(partitions)
+    by_topic: dict[str, list[int]] = {}
+    for tp in wanted:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+
+    def one(topic: str) -> dict[int, tuple[int, int]]:
+        return log_dir.offsets(topic, by_topic[topic])
+
+    topics = list(by_topic)
+    if isinstance(log_dir.storage, FileSystemStorage) or len(topics) < 2:
+        found = [one(topic) for topic in topics]
+    else:
+        with ThreadPoolExecutor(max_workers=min(_PARALLEL_ASKS, len(topics))) as pool:
+            found = list(pool.map(one, topics))
+    offsets = dict(zip(topics, found, strict=True))
+    return {tp: offsets[tp.topic][tp.partition] for tp in wanted}
 
 
 _Answer = TypeVar("_Answer")
-#: How many partitions of a log directory on an object store are asked at once: each ask is a request or more of
-#: 10-30 ms, which a driver planning a micro-batch of many partitions must not wait for one after another.
+#: How many partitions (or topics) of a log directory on an object store are asked at once: each ask is a request or
+#: more of 10-30 ms, which a driver planning a micro-batch must not wait for one after another.
 _PARALLEL_ASKS = 16
 
 
@@ -965,8 +988,8 @@ def resolve_batch(options: SourceOptions, log_dir: LogDirectory) -> list[OffsetR
     """
     partitions = subscribed_partitions(options, log_dir)
     if options.starting_offsets.kind == "earliest" and (options.ending_offsets or _LATEST_LIMIT).kind == "latest":
-        # Both ends of each partition from one look at it: on an object store, one request where two would be.
-        bounds = each_partition(log_dir, partitions, _log_bounds)
+        # Both ends of each partition from one look at its topic: on an object store, one probe of its chain.
+        bounds = partition_offsets(log_dir, partitions)
         start = {tp: first for tp, (first, _) in bounds.items()}
         end = {tp: last for tp, (_, last) in bounds.items()}
     else:
@@ -1055,11 +1078,4 @@ def _offset_for_timestamp(
 
 
 def _bounds(log_dir: LogDirectory, tp: TopicPartition) -> tuple[int, int]:
-    with log_dir.partition(tp.topic, tp.partition) as log:
-        return _log_bounds(log)
-
-
-def _log_bounds(log: Log) -> tuple[int, int]:
-    """A log's start and end offsets, from one view of it (on an object store, one look at its commits)."""
-    view = log.view()
-    return view.log_start_offset, view.log_end_offset
+    return log_dir.offsets(tp.topic, [tp.partition])[tp.partition]

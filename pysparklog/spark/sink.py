@@ -45,8 +45,10 @@ from pysparklog.errors import CorruptRecordError, SinkCommitError, UnknownTopicE
 from pysparklog.producer import Producer
 from pysparklog.spark.sink_options import DeliveryGuarantee, SinkColumns, SinkOptions, producer_tables
 from pysparklog.spark.storage_options import open_logs
-from pysparklog.storage.io import VersionedFile, read_if_exists
+from pysparklog.storage.io import FileSystemStorage, VersionedFile, read_if_exists
 from pysparklog.storage.log_dir import LogDirectory
+from pysparklog.storage.objects.staged import StagedObject, StagedWrites, commit_staged, delete_staged
+from pysparklog.storage.objects.topic_commit import SinkMark
 from pysparklog.transactions import PreparedTransaction, ProducerSession, TransactionCoordinator
 
 _log = logging.getLogger(__name__)
@@ -81,7 +83,8 @@ class TaskWrite:
         batch_id: The micro-batch (0 for a batch write).
         task: The task's partition id.
         records: Rows written.
-        transaction: The prepared transaction (None: at-least-once, or the batch was already committed).
+        transaction: The prepared transaction (None: at-least-once, staged, or the batch was already committed).
+        staged: The staged objects (``stages``): one per topic the task wrote.
     """
 
     sink_id: str
@@ -90,6 +93,7 @@ class TaskWrite:
     task: int
     records: int
     transaction: PreparedTransaction | None
+    staged: tuple[StagedObject, ...] = ()
 
 
 def streaming_sink_id(options: SinkOptions, query_id: str) -> str:
@@ -123,6 +127,10 @@ def write_task(
         PySparkLogError: A null topic, an append that failed, a fenced session.
     """
     logs = open_logs(options.path, options.storage_settings)
+    if stages(options, logs):
+        return _stage_task(
+            options, columns, batches, logs, sink_id=sink_id, query_id=query_id, batch_id=batch_id, task=task
+        )
     exactly_once = options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
     if exactly_once and SinkCommitLog(logs, sink_id).decided(query_id, batch_id):
         for _ in batches:  # already committed by an earlier run: nothing to write again
@@ -135,25 +143,89 @@ def write_task(
             transactional_id=task_transactional_id(sink_id, task),
             transaction_timeout_ms=options.transaction_timeout_ms,
         )
-    records = 0
     with Producer(logs, config) as producer:
         if exactly_once:
             producer.init_transactions()
             producer.begin_transaction()
-        topics = _TopicCheck(logs, options.auto_create_topics)
-        gathered: dict[str, list[pa.Table]] = {}
-        sizes: dict[str, int] = {}
-        for batch in batches:
-            for topic, table in producer_tables(batch, columns, options.topic):
-                gathered.setdefault(topic, []).append(table)
-                sizes[topic] = sizes.get(topic, 0) + table.nbytes
-                if sizes[topic] >= _GATHER_BYTES:
-                    records += _send(producer, topics, topic, gathered.pop(topic))
-                    del sizes[topic]
-        for topic, tables in gathered.items():
-            records += _send(producer, topics, topic, tables)
+        records = _send_rows(producer, _TopicCheck(logs, options.auto_create_topics), options, columns, batches)
         prepared = producer.prepare_transaction() if exactly_once else None
     return TaskWrite(sink_id, query_id, batch_id, task, records, prepared)
+
+
+def stages(options: SinkOptions, logs: LogDirectory) -> bool:
+    """Whether an exactly-once write stages its tasks' batches and commits each micro-batch with one commit of the
+    topic's chain (``storage.objects.staged``) rather than in a transaction per task: on an object store, writing
+    one topic (the ``topic`` option). A micro-batch of several topics would be a commit of each chain, which only
+    transactions make one."""
+    return (
+        options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+        and not isinstance(logs.storage, FileSystemStorage)
+        and options.topic is not None
+    )
+
+
+def _stage_task(
+    options: SinkOptions,
+    columns: SinkColumns,
+    batches: Iterable[pa.RecordBatch],
+    logs: LogDirectory,
+    *,
+    sink_id: str,
+    query_id: str | None,
+    batch_id: int,
+    task: int,
+) -> TaskWrite:
+    """Write one task's rows as a staged object (one PUT), which the driver's commit makes visible with the rest of
+    the micro-batch. A re-run stages again; the driver then finds the micro-batch committed and deletes them."""
+    stage = StagedWrites(logs)
+    config = replace(options.producer, enable_idempotence=False, transactional_id=None)
+    with Producer(logs, config, stage=stage) as producer:
+        records = _send_rows(producer, _TopicCheck(logs, options.auto_create_topics), options, columns, batches)
+    staged = stage.put(f"{sink_id}-{batch_id}-{task}")
+    return TaskWrite(sink_id, query_id, batch_id, task, records, None, tuple(staged))
+
+
+def commit_staged_write(logs: LogDirectory, query_id: str | None, batch_id: int, writes: list[TaskWrite]) -> bool:
+    """The driver's commit of a staged micro-batch: one commit of the topic's chain recording it (a streaming
+    query's; a one-off write records nothing); False when the chain records it committed already (a re-run).
+
+    Raises:
+        StorageConflictError: Other writers took every number the commit tried.
+    """
+    staged = [obj for write in writes for obj in write.staged]
+    if not staged:
+        return True  # no rows: nothing to make visible
+    mark = SinkMark(writes[0].sink_id, query_id, batch_id) if query_id is not None else None
+    return commit_staged(logs, staged, mark)
+
+
+def abort_staged_write(logs: LogDirectory, writes: list[TaskWrite]) -> None:
+    """Delete what the tasks of an aborted micro-batch staged (a task that failed before reporting leaves its
+    object, which no commit refers to)."""
+    delete_staged(logs.storage, [obj for write in writes for obj in write.staged])
+
+
+def _send_rows(
+    producer: Producer,
+    topics: _TopicCheck,
+    options: SinkOptions,
+    columns: SinkColumns,
+    batches: Iterable[pa.RecordBatch],
+) -> int:
+    """Send a task's rows, gathered per topic into appends of about ``_GATHER_BYTES``; returns how many."""
+    records = 0
+    gathered: dict[str, list[pa.Table]] = {}
+    sizes: dict[str, int] = {}
+    for batch in batches:
+        for topic, table in producer_tables(batch, columns, options.topic):
+            gathered.setdefault(topic, []).append(table)
+            sizes[topic] = sizes.get(topic, 0) + table.nbytes
+            if sizes[topic] >= _GATHER_BYTES:
+                records += _send(producer, topics, topic, gathered.pop(topic))
+                del sizes[topic]
+    for topic, tables in gathered.items():
+        records += _send(producer, topics, topic, tables)
+    return records
 
 
 def _send(producer: Producer, topics: _TopicCheck, topic: str, tables: list[pa.Table]) -> int:
@@ -173,6 +245,9 @@ class _TopicCheck:
 
     def ensure(self, topic: str) -> None:
         if topic in self._known:
+            return
+        if topic in self._logs.topics.recent_partition_counts():  # read within a few seconds: no request
+            self._known.add(topic)
             return
         try:
             self._logs.topics.get(topic)

@@ -290,6 +290,11 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         return self.view().log_end_offset
 
+    def offsets(self) -> tuple[int, int]:
+        """The log start offset and the log end offset, from one view."""
+        view = self.view()
+        return view.log_start_offset, view.log_end_offset
+
     @property
     def last_stable_offset(self) -> int:
         """Kafka's last stable offset, where read_committed reads stop: the first offset of the earliest

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 
-from pysparklog.errors import InvalidLogDirectoryError, TransactionInProgressError
+from pysparklog.errors import InvalidLogDirectoryError, PySparkLogError, TransactionInProgressError
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import FileSystemStorage, Storage, storage_for
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_protocol import Log
-from pysparklog.storage.objects.log import ObjectPartitionLog
+from pysparklog.storage.log_writer import AppendInfo
+from pysparklog.storage.objects.log import ObjectPartitionLog, append_together
+from pysparklog.storage.records.arrow_records import EncodedBatches
 from pysparklog.storage.topics import (
     Progress,
     TopicMetadata,
@@ -18,6 +21,7 @@ from pysparklog.storage.topics import (
     partition_dirs,
     validate_topic_name,
 )
+from pysparklog.storage.validator import Batches, checked_batches
 
 
 class LogDirectory:
@@ -69,13 +73,77 @@ class LogDirectory:
                 checkpoint_dir=self.path,
                 storage=self.storage,
             )
-        return ObjectPartitionLog(  # an object store: the log is its commits (storage.objects.log)
+        return self._object_log(topic, partition, config)
+
+    def _object_log(self, topic: str, partition: int, config: LogConfig | None) -> ObjectPartitionLog:
+        """An object store's partition log: its topic's commits (storage.objects.log)."""
+        return ObjectPartitionLog(
             self.storage,
             topic,
             partition,
             config or self._topics.config_provider(topic),
             topic_id=self._topics.known_topic_id(topic),
         )
+
+    def offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """The log start offset and log end offset of each of ``partitions`` of ``topic``, from one look: on an object
+        store the header of the topic chain's last commit, one probe whatever the partition count; on a filesystem
+        each partition's view.
+
+        Raises:
+            InvalidTopicError: ``topic`` is not a legal topic name.
+            InvalidLogDirectoryError: A partition is negative.
+            UnknownTopicError: The topic was created with fewer partitions.
+        """
+        wanted = sorted(set(partitions))
+        if isinstance(self.storage, FileSystemStorage) or not wanted:
+            offsets = {}
+            for partition in wanted:
+                with self.partition(topic, partition) as log:
+                    offsets[partition] = log.offsets()
+            return offsets
+        for partition in {wanted[0], wanted[-1]}:
+            self.partition(topic, partition).close()  # checks the name and the partitions, as every open does
+        with self._object_log(topic, wanted[0], None) as first:
+            ends = first.topic_ends(wanted)
+        return {p: (end.log_start_offset, end.log_end_offset) for p, end in ends.items()}
+
+    @property
+    def appends_together(self) -> bool:
+        """Whether appends to several partitions of a topic made at once cost one write (``append_together``): on an
+        object store, one commit of the topic's chain; on a filesystem each partition is its own files."""
+        return not isinstance(self.storage, FileSystemStorage)
+
+    def append_together(self, appends: Sequence[tuple[Log, EncodedBatches]]) -> list[AppendInfo | PySparkLogError]:
+        """Appends of complete v2 record batches to partitions of one topic, opened from this directory, made at once:
+        on an object store one commit (``objects.log.append_together``), on a filesystem one after another. Each
+        append is validated as ``Log.append`` validates it.
+
+        Returns:
+            Per append, in order: its ``AppendInfo``, or the ``PySparkLogError`` the log refused it with.
+
+        Raises:
+            OSError: The storage failed; on an object store, the appends may or may not have been made together.
+        """
+        if isinstance(self.storage, FileSystemStorage):
+            outcomes: list[AppendInfo | PySparkLogError] = []
+            for log, batches in appends:
+                try:
+                    outcomes.append(log.append(batches))
+                except PySparkLogError as error:
+                    outcomes.append(error)
+            return outcomes
+        checked: list[tuple[ObjectPartitionLog, list[Batches]]] = []
+        refused: dict[int, PySparkLogError] = {}
+        for index, (log, batches) in enumerate(appends):
+            if not isinstance(log, ObjectPartitionLog):
+                raise InvalidLogDirectoryError(f"{log!r} is not a partition of this log directory on an object store")
+            try:
+                checked.append((log, [checked_batches(batches, log.config.max_message_bytes)]))
+            except PySparkLogError as error:
+                refused[index] = error
+        made = iter(append_together(checked))
+        return [refused[index] if index in refused else next(made) for index in range(len(appends))]
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         """Every ``(topic, partition)`` with a directory here, sorted; directories being deleted are skipped."""

@@ -78,6 +78,11 @@ class Log(Protocol):
     @property
     def log_end_offset(self) -> int: ...
 
+    def offsets(self) -> tuple[int, int]:
+        """The log start offset and the log end offset, from one look at the log (on an object store, at its chain's
+        last commit: one probe, without following the commits)."""
+        ...
+
     @property
     def last_stable_offset(self) -> int: ...
 

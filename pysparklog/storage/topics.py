@@ -82,6 +82,7 @@ from pysparklog.storage.io import (
     storage_for,
 )
 from pysparklog.storage.log_state import parse_partition_dir
+from pysparklog.storage.objects.topic_commit import chain_directory_name
 from pysparklog.storage.topic_config import (
     SERVER_PROPERTIES,
     ConfigEntry,
@@ -144,8 +145,6 @@ _recent_metadata_lock = threading.Lock()
 #: Per (log directory, topic) on an object store, the configs this process read last (``TopicConfigProvider``).
 _recent_configs: dict[tuple[str, str], _Cached] = {}
 _recent_configs_lock = threading.Lock()
-#: The partition directories on object stores this process found whole, (log directory, topic, id, partition).
-_whole_partition_dirs: set[tuple[str, str, str, int]] = set()
 
 Progress = Callable[[int, int], None]
 """Called with (done, total) as a long operation advances, for a progress bar."""
@@ -698,6 +697,10 @@ class TopicStore:
                 self.storage.delete_tree(directory)
                 if progress is not None:
                     progress(done, len(retired))
+        if self._file_system is None:  # the topics' chains (``objects.topic_commit``), one per incarnation
+            for topic, topic_id in metadata.deleting.items():
+                incarnation = None if topic_id == ZERO_TOPIC_ID else topic_id
+                self.storage.delete_tree(self.storage.join(chain_directory_name(topic, incarnation)))
         if self._file_system is not None:
             self._file_system.sync(self.log_dir)  # the renames, before the tombstones go
         # A topic created again under the name must not inherit the old recovery points and log start offsets.
@@ -746,8 +749,7 @@ class TopicStore:
                 f"Partition {partition} of topic '{name}' does not exist: the topic has {topic.partitions} "
                 "partitions (add some with 'pysparklog topics --alter')"
             )
-        checked = (self.log_dir, name, topic.topic_id, partition)
-        if checked in _whole_partition_dirs:
+        if self._file_system is None:  # a partition there is its topic's chain: nothing of its own to remake
             return
         metadata_path = self.storage.join(f"{name}-{partition}", checkpoints.PARTITION_METADATA)
         if self.storage.stat(metadata_path) is None:
@@ -755,8 +757,6 @@ class TopicStore:
                 topic = metadata.topics.get(name)
                 if topic is not None and partition < topic.partitions:
                     self._make_partition_dirs(topic, [partition], None)
-        if self._file_system is None:  # a filesystem's look is cheap, and a directory can go by hand
-            _whole_partition_dirs.add(checked)
 
     def _recent(self, *, fresh: bool = False) -> _Metadata:
         """The metadata, on an object store as this process read it within ``OBJECT_STORE_CONFIG_MAX_AGE_S`` unless
@@ -788,9 +788,11 @@ class TopicStore:
         return {name: topic.partitions for name, topic in self._recent().topics.items()}
 
     def known_topic_id(self, name: str) -> str | None:
-        """A topic's id as its entry in the metadata has it (``_recent``); None for a topic without an entry (made
-        by appends) or with the zero id."""
+        """A topic's id as its entry in the metadata has it (``_recent``, read again at once when the topic is missing
+        there); None for a topic without an entry (made by appends) or with the zero id."""
         topic = self._recent().topics.get(name)
+        if topic is None:  # created since it was read, perhaps
+            topic = self._recent(fresh=True).topics.get(name)
         return None if topic is None or topic.topic_id == ZERO_TOPIC_ID else topic.topic_id
 
 

@@ -179,3 +179,25 @@ def assign_offset(view: memoryview, position: int, base_offset: int) -> None:
     """Give the batch at ``position`` its base offset and the log's leader epoch, as the broker does."""
     struct.pack_into(">q", view, position + BASE_OFFSET_OFFSET, base_offset)
     struct.pack_into(">i", view, position + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH)
+
+
+def number_batches(
+    buf: np.ndarray, entries: EntryTable, first_offset: int, log_append_time: int = -1, *, stamp_all: bool = False
+) -> int:
+    """Give the batches of ``buf`` offsets from ``first_offset``, and ``log_append_time`` (when not -1) to those that
+    are LogAppendTime batches (every one, with ``stamp_all``), as a broker does when it appends them: the numbering
+    of batches staged before their offsets were known. Returns the offset after them."""
+    offset = first_offset
+    columns = zip(
+        entries.positions.tolist(),
+        entries.sizes.tolist(),
+        entries.last_offset_deltas.tolist(),
+        entries.attributes.tolist(),
+        strict=True,
+    )
+    for position, size, delta, attributes in columns:
+        if log_append_time >= 0 and (stamp_all or attributes & TIMESTAMP_TYPE_MASK):
+            stamp_log_append_time(buf.data, position, size, attributes, log_append_time)
+        assign_offset(buf.data, position, offset)
+        offset += delta + 1
+    return offset

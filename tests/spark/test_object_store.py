@@ -15,7 +15,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from pysparklog import LogDirectory, OffsetStore, TopicPartition
 from pysparklog.storage.transaction_index import READ_COMMITTED
-from pysparklog.transactions import TransactionCoordinator, TransactionState
+from pysparklog.transactions import TransactionCoordinator
 from tests.conftest import BUCKET, s3_storage_options
 from tests.s3_server import ENVIRONMENT
 from tests.spark.conftest import BatchCollector, make_topic, start, stream
@@ -81,7 +81,7 @@ def test_an_unknown_store_setting_fails_naming_it(spark: SparkSession, s3_endpoi
 
 # -- kill -9 -----------------------------------------------------------------------------------------------------------
 
-RECORDS = 10_000  # 10 micro-batches of sink_job.MAX_OFFSETS_PER_TRIGGER
+RECORDS = 60_000  # 60 micro-batches of sink_job.MAX_OFFSETS_PER_TRIGGER: more than the run before the kill commits
 KEYS = 200
 KILLS = 1
 SEED = 20261126
@@ -96,7 +96,7 @@ def test_a_stream_copy_killed_and_restarted_on_an_object_store_writes_each_recor
 ) -> None:
     """The exactly-once stream copy of test_sink_recovery with both topics on S3, its driver, JVM and Python
     workers killed with -9 after a micro-batch committed, then run to the end: read_committed shows
-    every input record exactly once, no micro-batch partly, and no transaction is left open."""
+    every input record exactly once, and no micro-batch partly."""
     keys = [f"k{i % KEYS}".encode() for i in range(RECORDS)]
     values = [f"r{i}".encode() for i in range(RECORDS)]
     produce(url, INPUT, 3, keys, values)  # type: ignore[arg-type]  # a URL, which LogDirectory takes as it is
@@ -133,13 +133,7 @@ def test_a_stream_copy_killed_and_restarted_on_an_object_store_writes_each_recor
 
     committed = everything(read_topic(url, OUTPUT, READ_COMMITTED))  # type: ignore[arg-type]
     assert_same_records([(k, v.upper()) for k, v in zip(keys, values, strict=True)], committed, "read_committed")
-    coordinator = TransactionCoordinator(LogDirectory(url))
-    states = {tid: coordinator.describe(tid) for tid in coordinator.transactional_ids()}
-    hanging = {
-        tid: meta.state.value
-        for tid, meta in states.items()
-        if meta is not None and meta.state not in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
-    }
-    assert states and not hanging, f"transactions left open after the query finished: {hanging}"
+    # One topic on an object store: each micro-batch is one commit of its chain, staged by the tasks, no transaction.
+    assert not TransactionCoordinator(LogDirectory(url)).transactional_ids()
     ends = {TopicPartition(OUTPUT, p): LogDirectory(url).partition(OUTPUT, p).last_stable_offset for p in range(2)}
     assert all(ends.values()), ends

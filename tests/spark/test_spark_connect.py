@@ -63,8 +63,7 @@ def test_read_write_and_stream_through_spark_connect(connect_url: str, tmp_path:
 
     # Spark's Kafka schema, and every record as the engine wrote it.
     assert got["schema"] == (
-        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
-        "timestamp:timestamp,timestampType:int>"
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,timestampType:int>"
     )
     expected = [
         ["events", partition, offset, f"k{offset}", f"events:{partition}:{offset}", TS + offset]

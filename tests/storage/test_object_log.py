@@ -17,15 +17,17 @@ from pysparklog.storage.cleaner import clean_log
 from pysparklog.storage.io import PutMode, Storage
 from pysparklog.storage.io.object_store import ObjectStorage
 from pysparklog.storage.objects.commit_log import CommitLog
-from pysparklog.storage.objects.log import APPLIED_FILE, ObjectPartitionLog
+from pysparklog.storage.objects.log import APPLIED_FILE, ObjectPartitionLog, append_together
 from pysparklog.storage.objects.sealing import Manifest, Manifests
+from pysparklog.storage.objects.topic_commit import chain_directory_name
 from pysparklog.storage.records.arrow_records import encode_arrow
 from pysparklog.storage.records.default_records import TimestampType
 from pysparklog.storage.retention import run_retention
+from pysparklog.storage.validator import checked_batches
 from tests.cli.test_dump_log import assert_like_kafka
 from tests.conftest import BUCKET, keyed_table, read_all
 from tests.interop.kafka_tools import DumpLogSegments
-from tests.storage.conftest import run_with_a_poller
+from tests.storage.conftest import run_processes, run_with_a_poller
 from tests.storage.fault_proxy import FAULTS
 from tests.storage.test_transactions import ABORT, COMMIT, Model, Producers, check_against, plain
 
@@ -61,7 +63,7 @@ def test_appends_through_one_replica_are_read_through_another(remote: ObjectStor
     table = read_all(reader, 12)
     assert table.column("offset").to_pylist() == [12, 13, 14]
     assert writer.offset_for_timestamp(1_700_000_000_012) == (12, 1_700_000_000_012)
-    commits = CommitLog(remote, remote.join("t-0"))
+    commits = CommitLog(remote, remote.join(chain_directory_name("t", None)))
     latest = commits.latest()
     assert latest is not None and latest.number == 1, "one commit object per append"
 
@@ -75,7 +77,9 @@ def test_the_log_end_offset_is_known_without_following_the_commits(remote: Objec
     writer.raise_log_start_offset(2)
     assert planner.log_end_offset == 12
     assert planner.local.view().log_end_offset == 0, "the planner's replica followed nothing"
-    assert planner.log_start_offset == 2 and planner.local.view().log_end_offset == 12
+    assert planner.log_start_offset == 2 and planner.offsets() == (2, 12), "the log start is in the header too"
+    assert planner.local.view().log_end_offset == 0
+    assert planner.view().log_end_offset == 12 and planner.view().log_start_offset == 2
 
 
 def test_log_append_time_is_stamped_once_and_every_replica_keeps_it(remote: ObjectStorage, tmp_path: Path) -> None:
@@ -109,7 +113,9 @@ def test_transactions_through_alternating_replicas_match_kafkas_rules(remote: Ob
     assert len(model.aborted) >= 2
     manifest = Manifests(remote, remote.join("t-0")).latest()
     assert manifest is not None and manifest.generation >= 2, "the writers sealed as they went"
-    assert CommitLog(remote, remote.join("t-0")).read(0) is None, "commits under an older manifest are gone"
+    assert CommitLog(remote, remote.join(chain_directory_name("t", None))).read(0) is None, (
+        "commits under an older manifest are gone"
+    )
     for log in logs:
         check_against(log, model, rng)
     # A new replica follows the sealed segments, then the commits after them.
@@ -127,7 +133,7 @@ def test_an_idempotent_retry_through_another_replica_is_recognised(remote: Objec
     (gap,) = encode_arrow(keyed_table(1), BatchSettings(producer_id=7, producer_epoch=0, base_sequence=9))
     with pytest.raises(OutOfOrderSequenceError):
         _open(remote, tmp_path / "b").append(gap.data.tobytes())
-    latest = CommitLog(remote, remote.join("t-0")).latest()
+    latest = CommitLog(remote, remote.join(chain_directory_name("t", None))).latest()
     assert latest is not None and latest.number == 0, "nothing committed for a repeat or a gap"
 
 
@@ -225,7 +231,7 @@ def test_a_compaction_that_loses_its_manifest_keeps_nothing(
 
 def test_a_damaged_commit_is_a_typed_error_naming_it(remote: ObjectStorage, tmp_path: Path) -> None:
     _open(remote, tmp_path / "a").append_arrow(keyed_table(2))
-    path = CommitLog(remote, remote.join("t-0")).path(1)
+    path = CommitLog(remote, remote.join(chain_directory_name("t", None))).path(1)
     remote.put(path, b"PSLC\x00\x00\x00\x01w" + bytes(20), mode=PutMode.CREATE)
     with pytest.raises(CorruptRecordError) as raised:
         _open(remote, tmp_path / "b").log_end_offset  # noqa: B018  # the read is the point
@@ -290,7 +296,7 @@ def test_processes_appending_through_failing_requests_lose_and_repeat_nothing(
     proxy, faults = faulty_s3_endpoint
     root = str(tmp_path / "faults")
     observed = _run_writers_and_a_reader(root, proxy, tmp_path)
-    made = faults.read_text().splitlines()
+    made = [line for line in faults.read_text().splitlines() if line.startswith("fault ")]  # not its other output
     assert {line.split(":")[0] for line in made} == {f"fault {kind}" for kind in FAULTS}, "every kind of fault"
     log = _open(_storage(root), tmp_path / "check")  # straight to the server
     table = read_all(log)
@@ -359,7 +365,9 @@ def test_retention_drops_sealed_segments_and_a_new_replica_starts_at_the_log_sta
         or f"{s.base_offset:020d}.log" not in remote.list(f"{remote.join('t-0')}/{s.directory}")
         for s in dropped
     ), "retention removed the dropped segments' objects"
-    assert CommitLog(remote, remote.join("t-0")).read(first.commit) is None, "the first manifest's commits are gone"
+    assert CommitLog(remote, remote.join(chain_directory_name("t", None))).read(first.commit) is None, (
+        "the first manifest's commits are gone"
+    )
     fresh = _open(remote, tmp_path / "fresh")
     assert fresh.log_start_offset == 33 and fresh.log_end_offset == 65
     assert read_all(fresh).column("value").to_pylist() == keyed_table(65).column("value").to_pylist()[33:]
@@ -377,3 +385,113 @@ def test_a_sealer_that_loses_the_manifest_leaves_nothing(
     assert b.seal() is None
     sealed = remote.list(f"{remote.join('t-0')}/sealed")
     assert sealed == [f"0-{a._sealer_id}"], "the loser's uploads are deleted"
+
+
+# -- appends to several partitions made together ------------------------------------------------------------
+
+
+def _append_together(root: str, endpoint: str | None, cache: str, tag: str) -> None:
+    """``APPENDS`` rounds, each one commit of three records to each of partitions 0-2 (``append_together``)."""
+    storage = _storage(root, endpoint)
+    logs = [ObjectPartitionLog(storage, "t", p, cache_dir=cache) for p in range(3)]
+    for i in range(APPENDS):
+        pieces = [
+            checked_batches(
+                next(encode_arrow(pa.table({"value": [f"{tag}:{i}:{j}".encode() for j in range(3)]}), BatchSettings())),
+                LogConfig().max_message_bytes,
+            )
+            for _ in logs
+        ]
+        outcomes = append_together([(log, [piece]) for log, piece in zip(logs, pieces, strict=True)])
+        assert all(not isinstance(outcome, Exception) for outcome in outcomes), outcomes
+
+
+@pytest.mark.slow
+def test_processes_appending_to_several_partitions_together_get_dense_offsets_in_each(
+    remote: ObjectStorage, tmp_path: Path
+) -> None:
+    root = remote.root.removeprefix(f"s3://{BUCKET}")
+    caches = [str(tmp_path / name) for name in ("w0", "w0", "w2", "w3")]
+    run_processes(_append_together, [(root, None, caches[n], f"w{n}") for n in range(WRITERS)])
+    for partition in range(3):
+        table = read_all(ObjectPartitionLog(remote, "t", partition, cache_dir=str(tmp_path / "check")))
+        assert table.column("offset").to_pylist() == list(range(WRITERS * APPENDS * 3)), "dense offsets"
+        _check_every_append_once_in_order(table.column("value").to_pylist(), [[]])
+    # One commit per round: the chain has as many commits as rounds were made.
+    last = CommitLog(remote, remote.join(chain_directory_name("t", None))).latest()
+    assert last is not None and last.number == WRITERS * APPENDS - 1
+
+
+def test_an_append_the_log_refuses_leaves_the_others_made_together(remote: ObjectStorage, tmp_path: Path) -> None:
+    first, second = (ObjectPartitionLog(remote, "t", p, LogConfig(), cache_dir=str(tmp_path / "a")) for p in range(2))
+    first.append(next(encode_arrow(keyed_table(2), BatchSettings(producer_id=7, producer_epoch=0, base_sequence=0))))
+    out_of_order = next(encode_arrow(keyed_table(2), BatchSettings(producer_id=7, producer_epoch=0, base_sequence=5)))
+    plain = next(encode_arrow(keyed_table(2), BatchSettings()))
+    refused, made = append_together(
+        [(first, [checked_batches(out_of_order, 10**6)]), (second, [checked_batches(plain, 10**6)])]
+    )
+    assert isinstance(refused, OutOfOrderSequenceError) and not isinstance(made, Exception)
+    assert (first.log_end_offset, second.log_end_offset) == (2, 2) and made.first_offset == 0
+    with pytest.raises(ValueError, match="distinct partitions"):
+        append_together([(second, [checked_batches(plain, 10**6)]), (second, [checked_batches(plain, 10**6)])])
+
+
+def test_writers_sharing_a_replica_take_turns_without_starting_it_over(
+    remote: ObjectStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes of one host (here two logs with chains of their own) append in turn: each finds the shared
+    replica ahead of the last commit it knows of, and follows the chain rather than starting the replica over."""
+    first, second = _open(remote, tmp_path / "host"), _open(remote, tmp_path / "host")
+
+    def start_over(self: ObjectPartitionLog, record: object) -> None:
+        raise AssertionError("a replica ahead of what its process knew was started over")
+
+    monkeypatch.setattr(ObjectPartitionLog, "_start_over", start_over)
+    for i in range(3):
+        first.append_arrow(pa.table({"value": [f"a{i}".encode()]}))
+        second.append_arrow(pa.table({"value": [f"b{i}".encode()]}))
+    assert read_all(first).column("value").to_pylist() == [b"a0", b"b0", b"a1", b"b1", b"a2", b"b2"]
+
+
+def test_a_reader_of_one_partition_fetches_only_its_sections_of_large_commits(
+    remote: ObjectStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large commit is read as its header and section table, then this partition's sections' bytes: a replica of
+    one partition of a busy topic downloads that partition's records, not the topic's."""
+    writers = [ObjectPartitionLog(remote, "t", p, cache_dir=str(tmp_path / "writer")) for p in range(2)]
+    for i in range(4):
+        writers[0].append_arrow(pa.table({"value": [f"small-{i}".encode()]}))
+        writers[1].append_arrow(pa.table({"value": [bytes(200_000)] * 3}))  # about 600 kB a commit
+    fetched: list[int] = []
+    read = ObjectStorage.read
+
+    def counted(self: ObjectStorage, path: str, position: int = 0, length: int | None = None) -> bytes:
+        data = read(self, path, position, length)
+        fetched.append(len(data))
+        return data
+
+    monkeypatch.setattr(ObjectStorage, "read", counted)
+    reader = ObjectPartitionLog(remote, "t", 0, cache_dir=str(tmp_path / "reader"))
+    assert read_all(reader).column("value").to_pylist() == [f"small-{i}".encode() for i in range(4)]
+    assert sum(fetched) < 200_000, f"{sum(fetched)} bytes read for 4 small records in {len(fetched)} reads"
+
+
+def test_a_replica_of_a_quiet_partition_skips_the_others_commits_by_their_headers(
+    remote: ObjectStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writers = [ObjectPartitionLog(remote, "t", p, cache_dir=str(tmp_path / "writer")) for p in range(2)]
+    for i in range(64):
+        writers[0].append_arrow(pa.table({"value": [f"busy-{i}".encode()]}))
+    writers[1].append_arrow(pa.table({"value": [b"quiet"]}))
+    writers[0].append_arrow(pa.table({"value": [b"busy-last"]}))
+    reads: list[str] = []
+    read = ObjectStorage.read
+
+    def counted(self: ObjectStorage, path: str, position: int = 0, length: int | None = None) -> bytes:
+        reads.append(path)
+        return read(self, path, position, length)
+
+    monkeypatch.setattr(ObjectStorage, "read", counted)
+    reader = ObjectPartitionLog(remote, "t", 1, cache_dir=str(tmp_path / "reader"))
+    assert read_all(reader).column("value").to_pylist() == [b"quiet"]
+    assert len(reads) <= 12, f"{len(reads)} reads to find one commit among 66"

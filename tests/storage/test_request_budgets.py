@@ -6,12 +6,14 @@ Budgets (docs/object-storage.md, "Cost at steady state"):
 - an uncontended producer append (``linger.ms=0``) is one request, its commit's create, with a key or without and
   whatever the topic's partition count;
 - a Spark task reading a range its host's replica already holds asks the store nothing;
-- a driver planning a micro-batch of an unchanged topic it subscribes to asks one probe per partition and nothing
-  else but the topics' metadata, read again at most every 5 s.
+- a driver planning a micro-batch of an unchanged topic it subscribes to asks one probe of the topic's chain, whatever
+  its partition count, and nothing else but the topics' metadata, read again at most every 5 s; many new commits
+  cost a probe, at most 16 probes at once past it, a listing and the last one's header.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +64,7 @@ def test_an_uncontended_producer_append_is_one_request(
 
 
 @pytest.mark.parametrize("partitions", PARTITION_COUNTS)
-def test_planning_an_unchanged_topic_probes_each_partition_once(
+def test_planning_an_unchanged_topic_probes_its_chain_once(
     counted_s3: CountedS3, partitions: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "replicas"))
@@ -77,26 +79,29 @@ def test_planning_an_unchanged_topic_probes_each_partition_once(
         driver = LogDirectory(counted_s3.root)  # as the source opens it anew
         return latest_offsets(driver, subscribed_partitions(options, driver))
 
-    assert plan() == {TopicPartition("t", p): 1 for p in range(partitions)}  # the first planning learns each chain
+    assert plan() == {TopicPartition("t", p): 1 for p in range(partitions)}  # the first planning learns the chain
     proxy = counted_s3.proxy
     for ends in (1, 2):
         for _trigger in range(2):
             before = proxy.mark()
             assert plan() == {TopicPartition("t", p): ends for p in range(partitions)}
             metadata = proxy.count(since=before, path_contains=TOPICS_FILE)
-            assert metadata <= 1 and proxy.count(since=before) - metadata <= partitions, proxy.summary(since=before)
+            # One probe of the topic's chain, whatever its partition count, and the metadata at most every 5 s.
+            assert metadata <= 1 and proxy.count(since=before) - metadata <= 1, proxy.summary(since=before)
             assert proxy.count(since=before, method="PUT") == 0
             assert proxy.count(since=before, path_contains="/commits/") == proxy.count(since=before) - metadata
-        # Another process appends to every partition: the next planning finds the new commits by their probes
-        # (and reads their headers), and the one after is one probe per partition again.
-        _append_to_each_partition_elsewhere(counted_s3, partitions)
+        # Another process appends to every partition, a commit each: the next planning finds them with a probe, at
+        # most 16 more at once (as many as its last look found), one listing and the last one's header, however many.
+        _append_to_each_partition_elsewhere(counted_s3, partitions, tmp_path / "another-host")
         before = proxy.mark()
         assert plan() == {TopicPartition("t", p): ends + 1 for p in range(partitions)}
-        assert proxy.count(since=before) <= 4 * partitions, proxy.summary(since=before)
+        found = proxy.count(since=before) - proxy.count(since=before, path_contains=TOPICS_FILE)
+        assert found <= 1 + 16 + 2, proxy.summary(since=before)
 
 
-def _append_to_each_partition_elsewhere(counted_s3: CountedS3, partitions: int) -> None:
-    """One record appended to each partition of ``t`` by another process (which shares no chain with this one)."""
+def _append_to_each_partition_elsewhere(counted_s3: CountedS3, partitions: int, cache: Path) -> None:
+    """One record appended to each partition of ``t`` by a process of another host (which shares no chain and no
+    replica with this one)."""
     script = (
         "import sys; from pysparklog.producer import Producer, ProducerConfig; "
         "from pysparklog.storage.io import storage_for; "
@@ -105,7 +110,10 @@ def _append_to_each_partition_elsewhere(counted_s3: CountedS3, partitions: int) 
         f"[producer.send('t', value=b'w', partition=p).get() for p in range({partitions})]; producer.close()"
     )
     options = [item for pair in counted_s3.storage_options.items() for item in pair]
-    subprocess.run([sys.executable, "-c", script, counted_s3.root, *options], check=True, cwd=REPO, timeout=120)
+    elsewhere = {**os.environ, "PYSPARKLOG_CACHE_DIR": str(cache)}
+    subprocess.run(
+        [sys.executable, "-c", script, counted_s3.root, *options], check=True, cwd=REPO, timeout=120, env=elsewhere
+    )
 
 
 def test_a_task_reading_a_range_its_replica_holds_asks_nothing(
@@ -135,3 +143,38 @@ def test_a_task_reading_a_range_its_replica_holds_asks_nothing(
     past_replica = RangesPartition(counted_s3.root, (OffsetRange(TopicPartition("t", 0), 9, 11),), False, False, True)
     monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "other-host"))
     assert [v for b in read_ranges(past_replica) for v in b.column("value").to_pylist()] == [b"0-9", b"0-10"]
+
+
+def test_a_task_reading_past_its_replica_reads_the_commit_it_needs_and_no_more(
+    counted_s3: CountedS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "replicas"))
+    logs = _logs(counted_s3, 2)
+    logs.partition("t", 0).append_arrow(pa.table({"value": [f"0-{i}".encode() for i in range(10)]}))
+    held = RangesPartition(counted_s3.root, (OffsetRange(TopicPartition("t", 0), 0, 10),), False, False, True)
+    assert sum(b.num_rows for b in read_ranges(held)) == 10
+    _append_to_each_partition_elsewhere(counted_s3, 2, tmp_path / "another-host")  # partition 0's, then 1's
+    task = RangesPartition(counted_s3.root, (OffsetRange(TopicPartition("t", 0), 10, 11),), False, False, True)
+    proxy = counted_s3.proxy
+    before = proxy.mark()
+    assert [v for b in read_ranges(task) for v in b.column("value").to_pylist()] == [b"w"]
+    assert proxy.count(since=before) == 1, proxy.summary(since=before)  # the new commit, not a probe past it
+
+
+@pytest.mark.parametrize("partitions", PARTITION_COUNTS)
+def test_a_producers_batches_due_at_once_for_many_partitions_are_one_request(
+    counted_s3: CountedS3, partitions: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYSPARKLOG_CACHE_DIR", str(tmp_path / "replicas"))
+    logs = _logs(counted_s3, partitions)
+    proxy = counted_s3.proxy
+    with Producer(logs, ProducerConfig(linger_ms=60_000)) as producer:
+        producer.send("t", value=b"warm-up", partition=0)
+        producer.flush()  # the first append of a process finds the log's end and its producer id
+        futures = [producer.send("t", value=f"v{p}".encode(), partition=p) for p in range(partitions)]
+        before = proxy.mark()
+        producer.flush()
+        assert proxy.count(since=before) == 1, proxy.summary(since=before)  # one commit of every partition's batch
+        assert [f.get().offset for f in futures] == [1] + [0] * (partitions - 1)
+    ends = LogDirectory(counted_s3.root).offsets("t", range(partitions))
+    assert ends == {p: (0, 2 if p == 0 else 1) for p in range(partitions)}

@@ -45,6 +45,7 @@ The contract, in the words an implementation must honour:
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -166,6 +167,11 @@ class Storage(Protocol):
         """The file's size, times and version; None when it does not exist."""
         ...
 
+    def list_after(self, directory: str, after: str) -> list[str]:
+        """The names of the files directly below ``directory`` that sort after ``after``, sorted: on an object store
+        one listing request (a thousand names each) that starts there, however many names sort before it."""
+        ...
+
     def list(self, directory: str) -> list[str]:
         """The names directly below ``directory``, files and directories, sorted; [] when it is missing."""
         ...
@@ -189,6 +195,10 @@ class Storage(Protocol):
 
     def delete(self, path: str) -> bool:
         """Remove a file; False when it was already gone."""
+        ...
+
+    def delete_all(self, paths: Sequence[str]) -> None:
+        """Remove files, those already gone being no error: on an object store one bulk request per thousand."""
         ...
 
     def make_directory(self, path: str) -> None:

@@ -19,7 +19,7 @@ obstore reads them, plus the ``options`` given.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import obstore
@@ -152,6 +152,12 @@ class ObjectStorage:
         modified_ms = int(meta["last_modified"].timestamp() * 1000)
         return FileStat(meta["size"], modified_ms, modified_ms, _version(meta["e_tag"], meta["version"]))
 
+    def list_after(self, directory: str, after: str) -> list[str]:
+        prefix = self._key(directory) + "/"
+        found = obstore.list(self._store, prefix, offset=prefix + after, chunk_size=1000)
+        names = [meta["path"][len(prefix) :] for batch in found for meta in batch]
+        return sorted(name for name in names if "/" not in name)
+
     def list(self, directory: str) -> list[str]:
         key = self._key(directory)
         found = obstore.list_with_delimiter(self._store, key or None)
@@ -206,6 +212,10 @@ class ObjectStorage:
 
     def make_directory(self, path: str) -> None:
         """Nothing: an object store has no directories, only key prefixes."""
+
+    def delete_all(self, paths: Sequence[str]) -> None:
+        if paths:
+            obstore.delete(self._store, [self._key(path) for path in paths])
 
     def delete_tree(self, path: str) -> None:
         key = self._key(path)

@@ -29,7 +29,7 @@ import fcntl
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -207,6 +207,9 @@ class PosixStorage:
         except FileNotFoundError:
             return None
 
+    def list_after(self, directory: str, after: str) -> list[str]:
+        return [name for name in self.list(directory) if name > after and os.path.isfile(f"{directory}/{name}")]
+
     def list(self, directory: str) -> list[str]:
         try:
             return sorted(os.listdir(directory))
@@ -279,6 +282,10 @@ class PosixStorage:
         except FileNotFoundError:
             return False
         return True
+
+    def delete_all(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            self.delete(path)
 
     def make_directory(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)

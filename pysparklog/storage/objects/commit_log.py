@@ -35,7 +35,8 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -47,10 +48,20 @@ from pysparklog.storage.io import PutMode, Storage, read_if_exists
 COMMITS = "commits"
 NUMBER_DIGITS = 20
 _MAGIC = b"PSLC"
-_VERSION = 0
+_VERSION = 1  # 0: a chain per partition, whose bodies were one partition's
 _PREFIX = struct.Struct(">4shh")
 _TRAILER = struct.Struct(">qI")
-_READ_AHEAD = 8
+#: How many large commits' body positions an object remembers (``body_range``).
+_KEPT_STARTS = 4096
+#: The most names past a new commit a look probes at once.
+_MAX_WINDOW = 16
+#: How many times ``latest`` looks for the last commit when the one it found is gone before it is read.
+_LOOKS_FOR_LAST = 5
+#: How much of a commit's body a probe for it reads: a topic's header of up to a thousand partitions.
+PROBE_BYTES = 16 * 1024
+#: Bytes of commits a chain's object keeps once read: the replicas of a topic's partitions in one process (a Spark
+#: task reading several, a sealer sealing each) read the commits they share once.
+_KEPT_BYTES = 64 * 1024 * 1024
 #: How long ``last_number`` trusts that the last commit it found is still there, rather than looking again.
 _RECHECK_KNOWN_S = 30.0
 _MAX_WRITER_ID = 255  # bytes of UTF-8: ids are 32 hex digits, or short names in tests
@@ -150,10 +161,19 @@ class CommitLog:
         self.max_attempts = max_attempts
         self._appends = itertools.count(1)  # next() is atomic: a chain's object may be shared by threads
         self._known = -1  # the highest number this object has seen exist
-        self._last_read: Commit | None = None  # commits never change: the last one read is read again for free
-        self._prefix: tuple[int, bytes] | None = None  # the last body prefix read (``body_prefix``)
+        self._last_read: Commit | None = None  # the last commit read or written, which ``known_latest`` answers
+        self._kept: OrderedDict[int, Commit] = OrderedDict()  # commits never change: recent ones are read for free
+        self._kept_bytes = 0
+        self._kept_lock = threading.Lock()
+        # The last body prefix read (``body_prefix``), and whether it is the whole body.
+        self._prefix: tuple[int, bytes, bool] | None = None
         self._listed_empty = False  # a listing found no commit: later looks probe the first name instead
         self._known_seen_at = -_RECHECK_KNOWN_S  # when ``last_number`` last saw the last known commit exist
+        self._look_lock = threading.Lock()  # one ``last_number`` look at a time, shared by the callers waiting
+        self._looked_at = -1.0  # when the last look began
+        self._prefix_lock = threading.Lock()  # one ranged read of a body's prefix at a time
+        self._window = 1  # the names probed at once past a new commit: as many as the last look found
+        self._body_starts: dict[int, int] = {}  # where the body of a large commit starts in its object
 
     @classmethod
     def shared(cls, storage: Storage, directory: str, incarnation: str) -> CommitLog:
@@ -167,7 +187,11 @@ class CommitLog:
             return chain
 
     def path(self, number: int) -> str:
-        return f"{self.directory}/{COMMITS}/{number:0{NUMBER_DIGITS}d}"
+        return f"{self.directory}/{COMMITS}/{self._name(number)}"
+
+    @staticmethod
+    def _name(number: int) -> str:
+        return f"{number:0{NUMBER_DIGITS}d}"
 
     def read(self, number: int) -> Commit | None:
         """Commit ``number``, or None when it does not exist (yet).
@@ -178,51 +202,52 @@ class CommitLog:
         last = self._last_read
         if last is not None and last.number == number:
             return last
+        with self._kept_lock:
+            kept = self._kept.get(number)
+        if kept is not None:
+            return kept
         data = read_if_exists(self.storage, self.path(number))
         if data is None:
             return None
         self._known = max(self._known, number)
         commit = self._last_read = Commit.decode(number, data, self.path(number))
+        self._keep(commit)
         return commit
 
-    def read_range(self, first: int, last: Commit) -> Iterator[Commit]:
-        """Commits ``first`` to ``last`` (which the caller has), in order, fetched a window at a time in
-        parallel: a reader catching up with many commits waits for the store's latency once per window.
-
-        Raises:
-            CorruptRecordError: A commit is missing or is not a commit.
-        """
-        numbers = range(first, last.number)
-        if numbers:
-            with ThreadPoolExecutor(max_workers=_READ_AHEAD) as pool:
-                for start in range(0, len(numbers), _READ_AHEAD):
-                    window = numbers[start : start + _READ_AHEAD]
-                    for number, commit in zip(window, pool.map(self.read, window), strict=True):
-                        if commit is None:
-                            raise CorruptRecordError(
-                                f"commit {number} is missing, but commit {last.number} exists", file=self.path(number)
-                            )
-                        yield commit
-        if first <= last.number:
-            yield last
+    def _keep(self, commit: Commit) -> None:
+        with self._kept_lock:
+            if commit.number in self._kept:
+                return
+            self._kept[commit.number] = commit
+            self._kept_bytes += len(commit.body)
+            while self._kept_bytes > _KEPT_BYTES and len(self._kept) > 1:
+                _number, oldest = self._kept.popitem(last=False)
+                self._kept_bytes -= len(oldest.body)
 
     def latest(self) -> Commit | None:
         """The last commit: one probe past the last one this object knows of (all that a writer alone on its
-        log and a reader of an idle one pay), else a listing, then probes forward until a name is missing.
+        log and a reader of an idle one pay), else a listing, then the commit found last, read whole.
 
         Raises:
-            CorruptRecordError: A commit is not a commit.
+            CorruptRecordError: A commit is not a commit, or the last one kept going before it could be read.
         """
-        if self._known >= 0:
-            known = self.read(self._known)
-            if known is not None:
-                return self._following(known)
-        elif self._listed_empty:  # listed before and found none: the first name decides
-            first = self.read(0)
-            return self._following(first) if first is not None else None
-        last = self._listed_last()  # none known yet, or cut back below it: list once
-        current = self.read(last) if last >= 0 else None
-        return self._following(current) if current is not None else None
+        for _attempt in range(_LOOKS_FOR_LAST):
+            number = self.last_number()
+            if number < 0:
+                return None
+            commit = self.read(number)
+            if commit is not None:
+                if commit.number == self._known:
+                    self._last_read = commit  # what ``known_latest`` answers
+                return commit
+            self._known_seen_at = -_RECHECK_KNOWN_S  # cut back meanwhile: the next look lists the chain
+            self._looked_at = -1.0
+        raise CorruptRecordError("the last commit kept going before it could be read", file=self.directory)
+
+    @property
+    def known_number(self) -> int:
+        """The highest commit number this object has seen exist (-1: none), without a request."""
+        return self._known
 
     def known_latest(self) -> Commit | None:
         """The last commit this object wrote or found to be the last, without a request (None: none known): what a
@@ -231,8 +256,22 @@ class CommitLog:
         return last if last is not None and last.number == self._known else None
 
     def last_number(self) -> int:
-        """The last commit's number (-1: none), found with HEADs past the last one known (a listing when none
-        is): the log's extent without downloading the commits on the way."""
+        """The last commit's number (-1: none), found with probes past the last one known (a listing when none
+        is): the log's extent without downloading the commits on the way, only the start of each found.
+
+        Callers asking at once share one look: a driver asking every partition of a topic at each trigger makes
+        one probe of the topic's chain, not one per partition. A caller is answered by a look that began after it
+        asked, so what it learns is never older than its question."""
+        asked = time.monotonic()
+        with self._look_lock:
+            if self._looked_at >= asked:
+                return self._known
+            began = time.monotonic()
+            number = self._look_for_last()
+            self._looked_at = began
+            return number
+
+    def _look_for_last(self) -> int:
         start = self._known
         last = self._last_read
         # Read whole, or seen by a HEAD lately: no need to look again. A last known commit can go only once two
@@ -248,34 +287,119 @@ class CommitLog:
             start = self._listed_last()
             if start < 0:
                 return -1
-        while self.storage.stat(self.path(start + 1)) is not None:
+        # A ranged GET rather than a HEAD: the same one request, and it brings the new commit's header with it (a
+        # small commit whole). Once it finds one, the names after it are probed at once, twice as many as the last
+        # look found new commits past its first (a busy chain keeps growing at its pace: one round trip catches up);
+        # when all of them exist, or after one probe for a chain that was quiet, one listing from there finds the
+        # rest, however many.
+        probed = start
+        if self._fetch_prefix(start + 1, PROBE_BYTES) is not None:
             start += 1
+            window = self._window
+            names = range(start + 1, start + 1 + window)
+            with ThreadPoolExecutor(max_workers=window) as pool:
+                found = list(pool.map(lambda number: self._fetch_prefix(number, PROBE_BYTES) is not None, names))
+            leading = found.index(False) if False in found else window
+            start += leading
+            if leading == window:
+                listed = self.storage.list_after(f"{self.directory}/{COMMITS}", self._name(start))
+                start = max([int(name) for name in listed if name.isdigit()], default=start)
+            self._window = max(1, min(2 * (start - probed - 1), _MAX_WINDOW))  # room for the pace to vary
         if start > self._known or not recently:
             self._known_seen_at = time.monotonic()
         self._known = max(self._known, start)
         return start
 
     def body_prefix(self, number: int, size: int) -> bytes | None:
-        """The first ``size`` bytes of commit ``number``'s body, with one ranged read and unchecked (the CRC covers
-        the whole body); None when the commit is gone. The last commit read whole, or the last prefix read, costs
-        no request."""
+        """At most the first ``size`` bytes of commit ``number``'s body (fewer when the body is shorter), with one
+        ranged read and unchecked (the CRC covers the whole body); None when the commit is gone. A commit read
+        whole, or the last prefix read, costs no request."""
         last = self._last_read
-        if last is not None and last.number == number and len(last.body) >= size:
+        if last is None or last.number != number:
+            with self._kept_lock:
+                last = self._kept.get(number)
+        if last is not None:
             return last.body[:size]
-        if self._prefix is not None and self._prefix[0] == number and len(self._prefix[1]) >= size:
-            return self._prefix[1][:size]
+        with self._prefix_lock:  # callers asking at once for the same commit share one read
+            return self._read_prefix(number, size)
+
+    def _read_prefix(self, number: int, size: int) -> bytes | None:
+        prefix = self._prefix
+        if prefix is not None and prefix[0] == number and (prefix[2] or len(prefix[1]) >= size):
+            return prefix[1][:size]
+        body = self._fetch_prefix(number, max(size, PROBE_BYTES))
+        if body is None:
+            self._known_seen_at = -_RECHECK_KNOWN_S  # gone: the next look for the last commit lists the chain
+            return None
+        return body[:size]
+
+    def kept(self, number: int) -> Commit | None:
+        """Commit ``number`` if this object holds it whole (read, written or probed whole lately), without a request."""
+        last = self._last_read
+        if last is not None and last.number == number:
+            return last
+        with self._kept_lock:
+            return self._kept.get(number)
+
+    def head(self, number: int, size: int) -> bytes | None:
+        """At most the first ``size`` bytes of commit ``number``'s body with one ranged GET (the commit is kept whole
+        when it is no longer: ``kept``), or from what this object holds; None when the commit does not exist."""
+        commit = self.kept(number)
+        if commit is not None:
+            return commit.body[:size]
+        prefix = self._prefix
+        if prefix is not None and prefix[0] == number and (prefix[2] or len(prefix[1]) >= size):
+            return prefix[1][:size]
+        return self._fetch_prefix(number, size)
+
+    def body_range(self, number: int, position: int, length: int) -> bytes | None:
+        """``length`` bytes of commit ``number``'s body from ``position``, with one ranged GET (fewer when the body
+        ends first); None when the commit does not exist. The bytes are unchecked: the CRC covers the whole body."""
+        start = self._body_starts.get(number)
+        if start is None:
+            if self.head(number, 0) is None:
+                return None
+            commit = self.kept(number)
+            if commit is not None:
+                return commit.body[position : position + length]
+            start = self._body_starts[number]
         try:
-            head = self.storage.read(self.path(number), 0, _PREFIX.size + _MAX_WRITER_ID + _TRAILER.size + size)
+            return self.storage.read(self.path(number), start + position, length)
         except FileNotFoundError:
             return None
+
+    def _fetch_prefix(self, number: int, size: int) -> bytes | None:
+        """At most the first ``size`` bytes of commit ``number``'s body, read with one ranged GET and kept as the
+        last prefix read; None when the commit does not exist."""
+        length = _PREFIX.size + _MAX_WRITER_ID + _TRAILER.size + size
+        try:
+            head = self.storage.read(self.path(number), 0, length)
+        except FileNotFoundError:
+            return None
+        self._known = max(self._known, number)
+        if len(head) < length:  # the whole commit: kept, so that reading it costs nothing more
+            commit = Commit.decode(number, head, self.path(number))
+            self._keep(commit)
+            self._prefix = (number, commit.body, True)
+            return commit.body[:size]
         if len(head) < _PREFIX.size:
             raise CorruptRecordError("a commit is shorter than its header", file=self.path(number))
-        _magic, _version, writer_length = _PREFIX.unpack_from(head)
+        magic, version, writer_length = _PREFIX.unpack_from(head)
+        if magic != _MAGIC or version != _VERSION:
+            raise CorruptRecordError(
+                f"not a commit of version {_VERSION} (magic {magic!r}, version {version})", file=self.path(number)
+            )
         start = _PREFIX.size + writer_length + _TRAILER.size
-        if writer_length > _MAX_WRITER_ID or len(head) < start + size:
+        if writer_length > _MAX_WRITER_ID or len(head) < start:
             raise CorruptRecordError("a commit's header is not whole", file=self.path(number))
-        self._prefix = (number, head[start : start + size])
-        return self._prefix[1]
+        with self._kept_lock:
+            self._body_starts[number] = start
+            while len(self._body_starts) > _KEPT_STARTS:
+                del self._body_starts[next(iter(self._body_starts))]
+        body = head[start : start + size]
+        if self._prefix is None or self._prefix[0] <= number:  # probes run at once: the last commit's stays
+            self._prefix = (number, body, len(body) < size)
+        return body
 
     def _listed_last(self) -> int:
         """The last commit's number by a listing (-1: none), for a follower that knows none (or whose last known
@@ -307,6 +431,7 @@ class CommitLog:
             if outcome is None or _same_append(outcome, commit):
                 self._known = max(self._known, number)
                 self._last_read = commit
+                self._keep(commit)
                 return commit
             # Lost: the log may have moved on by more than the winner's commit while this one was built.
             if attempt >= 2:

@@ -1,47 +1,43 @@
-"""A partition log on an object store: numbered commit objects are the log, and each process reads a
-replica of them on its local disk (docs/object-storage.md).
+"""A partition log on an object store: its topic's chain of commit objects is the log, and each process reads a
+replica of it on its local disk (docs/object-storage.md).
 
-An object store cannot append to a file, rename one or hold a lock, so a partition there is the
-sequence of its commits (``CommitLog``): an append is one commit object created only if absent, and
-the commit it wins fixes its offsets. Every process that opens the partition keeps a *replica* below
-its cache directory: a local ``PartitionLog`` that holds exactly commits ``0..n`` in order, appended
-as Kafka's followers append (offsets and timestamps kept, producer state moved). The replica gives
-the object-store log everything the filesystem engine has, unchanged: Kafka segments and indexes,
-lookups by offset and time, the producers' state for idempotence and transactions, the last stable
-offset and the aborted transactions of ``read_committed``. It is a cache: deleting it costs a replay
-of the commits, nothing else.
+An object store cannot append to a file, rename one or hold a lock, so a topic there is the sequence of its
+commits (``CommitLog``, one chain per topic): an append is one commit object created only if absent, and the
+commit it wins fixes its offsets. A commit's header gives every partition's log end after it and its sections
+change some of them (``topic_commit``). Every process that opens a partition keeps a *replica* below its cache
+directory: a local ``PartitionLog`` that holds exactly the partition's sections of commits ``0..n`` in order,
+appended as Kafka's followers append (offsets and timestamps kept, producer state moved). The replica gives the
+object-store log everything the filesystem engine has, unchanged: Kafka segments and indexes, lookups by offset
+and time, the producers' state for idempotence and transactions, the last stable offset and the aborted
+transactions of ``read_committed``. It is a cache: deleting it costs a replay of the commits, nothing else.
 
-An append follows the commits (applying the ones it lacks), validates and numbers its batches against
-the replica as a broker's leader does (``PartitionLog.prepared_append``), and creates the next commit.
-When another writer wins that number, it follows again and prepares again from the new log end (an
-idempotent retry may now be a repeat), so offsets stay dense and every batch is checked against the
-state it lands on. Readers follow the commits before each read: a conditional look at the head hint
-and a probe of the next name, never a listing per read.
+An append follows the commits (applying the ones it lacks: none to read when the last commit's header shows the
+partition where the replica ends), validates and numbers its batches against the replica as a broker's leader
+does (``PartitionLog.prepared_append``), and creates the next commit. When another writer wins that number, it
+follows again and prepares again from the new log end (an idempotent retry may now be a repeat), so offsets stay
+dense and every batch is checked against the state it lands on. Readers follow the commits before each read: one
+probe of the next name, never a listing per read.
 
-The replica records, in its ``commit.applied`` lock file, the last commit it holds and the log end
-offset after it. Appending to the replica and recording it are two steps: a process that dies between
-them leaves the replica one commit ahead of its record, which the next follower recognises (the
-replica already ends where that commit ends) and records.
-
-A commit's body, big-endian::
-
-    0  kind              int8    0: record batches, 1: a new log start offset
-    1  base offset       int64   the log end offset before the commit
-    9  end offset        int64   the log end offset after it
-   17  log start offset  int64   kind 1: the new log start offset; else -1
-   25  batches           Kafka v2 record batches, their offsets and timestamps already the log's
+The replica records, in its ``commit.applied`` lock file, the last commit it holds and the log end offset after
+it. Appending to the replica and recording it are two steps: a process that dies between them leaves the replica
+one section ahead of its record, which the next follower recognises (the replica already ends where that
+section ends) and records.
 """
 
 from __future__ import annotations
 
-import enum
 import hashlib
+import itertools
 import os
 import struct
+import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -54,25 +50,49 @@ from pysparklog.storage.log import DEFAULT_MAX_CHUNK_BYTES, PartitionLog, ReadRe
 from pysparklog.storage.log_reads import SegmentInfo
 from pysparklog.storage.log_state import LogView
 from pysparklog.storage.log_writer import AppendInfo
-from pysparklog.storage.objects.commit_log import Commit, CommitLog
-from pysparklog.storage.objects.sealing import SEALED, Manifest, Manifests, SealedSegment
+from pysparklog.storage.objects.commit_log import PROBE_BYTES, Commit, CommitLog
+from pysparklog.storage.objects.sealing import SEALED, Manifest, Manifests, SealedSegment, TopicSeal, TopicSeals
+from pysparklog.storage.objects.topic_commit import (
+    NO_LOG_START,
+    NO_TOPIC_ID,
+    STAGED_DIRECTORY,
+    CommitLayout,
+    HeadTooShortError,
+    PartitionEnd,
+    Section,
+    SectionKind,
+    TopicCommit,
+    TopicHeader,
+    chain_directory_name,
+    decode_ends,
+    decode_header,
+    end_of,
+    header_size,
+)
 from pysparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from pysparklog.storage.records.arrow_records import BatchSettings, EncodedBatches
-from pysparklog.storage.records.memory_records import scan, verify_crcs
+from pysparklog.storage.records.memory_records import EntryTable, scan, verify_crcs
 from pysparklog.storage.segment import LOG_SUFFIX, LogSegment, filename_prefix
 from pysparklog.storage.segment_indexes import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from pysparklog.storage.transaction_index import READ_UNCOMMITTED, AbortedTxn
-from pysparklog.storage.validator import Batches, checked_batches
+from pysparklog.storage.validator import Batches, checked_batches, number_batches
 
 #: The environment variable naming the directory of the replicas (default: the user's cache directory).
 CACHE_DIR_VARIABLE = "PYSPARKLOG_CACHE_DIR"
 APPLIED_FILE = "commit.applied"
-_BODY = struct.Struct(">bqqq")
 _APPLIED = struct.Struct(">qq")
-_NO_LOG_START = -1
-_NO_TOPIC_ID = "no-topic-id"
-#: How many commits a partition gathers before its writer seals them into segments.
+#: How many commits a topic gathers before a writer seals them into segments.
 SEAL_COMMITS = 1000
+#: How many commits past its replica a follow must be behind to bisect their headers for the first that changes it.
+_BISECT_FROM = 16
+#: How many commits a replica far behind fetches at once.
+_READ_AHEAD = 8
+#: How many commits a read follows one at a time toward the offset it needs before it follows them all.
+_FOLLOW_TO_STEPS = 4
+#: How many partitions a topic's sealing seals at once.
+_PARALLEL_SEALS = 8
+#: The header entries a reader of one partition's end fetches at least: the first 256 partitions in one read.
+_MIN_HEADER_ENTRIES = 256
 #: The files of a sealed segment, as Kafka names them (a ``.txnindex`` only where a transaction aborted).
 _SEALED_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 _OPTIONAL_SUFFIXES = (TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
@@ -80,50 +100,23 @@ _DOWNLOAD_CHUNK_BYTES = 8 * 1024 * 1024
 _MAX_MANIFEST_RETRIES = 5
 
 
+class CommitHead(NamedTuple):
+    """A commit's number and the start of its body, which holds its header: as much of a commit as following to it
+    takes (its sections are read where this partition has some)."""
+
+    number: int
+    body: bytes
+
+
 class _OutOfStep(Exception):
     """The replica does not follow the commits from where its record says it is."""
 
 
-class CommitKind(enum.IntEnum):
-    """What a partition's commit does."""
-
-    BATCHES = 0
-    LOG_START = 1
+class _Lost:
+    """A partition's sealing lost its manifest's generation to other sealers every time it tried."""
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionCommit:
-    """The body of one of a partition's commits."""
-
-    kind: CommitKind
-    base_offset: int
-    end_offset: int
-    log_start_offset: int
-    batches: bytes = b""
-
-    def encode(self) -> bytes:
-        return _BODY.pack(self.kind, self.base_offset, self.end_offset, self.log_start_offset) + self.batches
-
-    @classmethod
-    def decode(cls, commit: Commit, path: str) -> PartitionCommit:
-        """The partition commit in ``commit``'s body.
-
-        Raises:
-            CorruptRecordError: The body is not a partition commit: too short, of an unknown kind, or with
-                offsets that do not add up.
-        """
-        body = commit.body
-        if len(body) < _BODY.size:
-            raise CorruptRecordError(f"a partition commit of {len(body)} bytes is shorter than its header", file=path)
-        kind, base, end, log_start = _BODY.unpack_from(body)
-        if kind not in CommitKind.__members__.values() or not 0 <= base <= end:
-            raise CorruptRecordError(
-                f"not a partition commit: kind {kind}, offsets {base} to {end} (kinds: 0 batches, 1 log start)",
-                file=path,
-            )
-        if kind == CommitKind.LOG_START and (base != end or not 0 <= log_start <= end or len(body) != _BODY.size):
-            raise CorruptRecordError(f"a log start commit with offsets {base}, {end} and {log_start}", file=path)
-        return cls(CommitKind(kind), base, end, log_start, body[_BODY.size :])
+_LOST = _Lost()
 
 
 def cache_root(cache_dir: str | None = None) -> str:
@@ -177,7 +170,8 @@ class ObjectPartitionLog:
         if topic_id is None:
             path = f"{remote_directory}/{checkpoints.PARTITION_METADATA}"
             topic_id = checkpoints.read_partition_metadata(storage, path)
-        replicas = os.path.join(replica_directory(storage.root, cache_dir), topic_id or _NO_TOPIC_ID)
+        self._cache_dir = cache_dir
+        replicas = os.path.join(replica_directory(storage.root, cache_dir), topic_id or NO_TOPIC_ID)
         self._config_source = config or LogConfig()
         # The replica asks this log for its configs, so that a follow asks the topic's metadata once.
         self._replica = PartitionLog(
@@ -189,17 +183,20 @@ class ObjectPartitionLog:
         self.remote = storage
         self.remote_directory = remote_directory
         self._topic_id = topic_id
-        # Shared by the process's objects of the same topic incarnation; one without an id (made by appends) could
-        # be emptied and written again under the same name, which only a chain of its own finds out.
+        # The topic's chain, one object per process for each incarnation of the topic: its partitions' logs share
+        # what it learns (the last commit, recent commits), so a writer of several partitions knows the chain's end.
+        # One without an id (a topic made by appends) could be emptied and written again under the same name, which
+        # only an object of its own finds out.
+        self.chain_directory = storage.join(chain_directory_name(topic, topic_id))
         self._commits = (
-            CommitLog.shared(storage, self.remote_directory, topic_id)
+            CommitLog.shared(storage, self.chain_directory, topic_id)
             if topic_id
-            else CommitLog(storage, self.remote_directory)
+            else CommitLog(storage, self.chain_directory)
         )
+        self._seals = TopicSeals(storage, self.chain_directory)
         self._sealer_id = uuid.uuid4().hex  # names this object's scratch copies and sealed uploads
         self._manifests = Manifests(storage, self.remote_directory)
         self.seal_commits = seal_commits
-        self._committed_log_start = 0  # the highest log start of the commits this object applied
         self._following_config: LogConfig | None = None  # the configs while following, asked once
         self._applied = self._replica.storage.lock(f"{self._replica.directory}/{APPLIED_FILE}")
 
@@ -226,11 +223,24 @@ class ObjectPartitionLog:
 
     def follow(self) -> None:
         """Bring the replica up to the last commit."""
-        latest = self._commits.latest()
+        number = self._commits.last_number()
+        last = self._head_of(number) if number >= 0 else None
         with self._applied.exclusive() as record:
-            self._apply_through(record, latest)
+            self._apply_through(record, last)
 
-    def _apply_through(self, record: LockedRecord, last: Commit | None) -> int:
+    def _head_of(self, number: int) -> CommitHead | Commit | None:
+        """Commit ``number`` as far as following to it needs (its number and its header: the start of its body, not
+        the sections of a large commit); the last commit whole when it was retired meanwhile; None when it does not
+        exist."""
+        head = self._commits.head(number, self._head_bytes)
+        return CommitHead(number, head) if head is not None else self._commits.latest()
+
+    @property
+    def _head_bytes(self) -> int:
+        """How much of a commit's body holds this partition's entry of its header."""
+        return max(PROBE_BYTES, header_size(self.partition + 1))
+
+    def _apply_through(self, record: LockedRecord, last: CommitHead | Commit | None) -> int:
         """Apply the commits after the replica's up to ``last`` (under the replica's lock); returns the log end.
 
         A replica out of step with its record (its files or the record damaged, a log directory emptied and
@@ -257,46 +267,166 @@ class ObjectPartitionLog:
         self._replica.truncate_fully_and_start_at(0)
         record.write(_APPLIED.pack(-1, 0))
 
-    def _apply_commits(self, record: LockedRecord, last: Commit | None) -> int:
+    def _apply_commits(self, record: LockedRecord, last: CommitHead | Commit | None) -> int:
         if (last.number if last is not None else -1) < _applied(record)[0]:
             raise _OutOfStep("the replica holds commits the log directory does not have")
         applied, end = self._reconciled(record)
         if last is None or last.number <= applied:
             return end
-        if self._commits.read(applied + 1) is None:  # sealed, and deleted once a later manifest covered it
+        if self._unchanged(last, end):
+            record.write(_APPLIED.pack(last.number, end))
+            return end
+        if self._commits.head(applied + 1, PROBE_BYTES) is None:  # sealed, and deleted once a later seal covered it
             applied, end = self._apply_sealed(record, applied)
-        for commit in self._commits.read_range(applied + 1, last):
-            body = PartitionCommit.decode(commit, self._commits.path(commit.number))
-            if body.base_offset != end:
-                raise _OutOfStep(
-                    f"commit {commit.number} starts at offset {body.base_offset}, but the commits before it end "
-                    f"at {end}"
-                )
-            self._apply(body)
-            record.write(_APPLIED.pack(commit.number, body.end_offset))
-            end = body.end_offset
+            if applied >= last.number:
+                return end
+            if self._unchanged(last, end):
+                record.write(_APPLIED.pack(last.number, end))
+                return end
+        for number, time_ms, sections in self._sections_between(
+            self._first_change(applied + 1, last, end), last.number
+        ):
+            for section in sections:
+                if section.base_offset != end:
+                    raise _OutOfStep(
+                        f"commit {number} starts partition {self.partition} at offset {section.base_offset}, "
+                        f"but the commits before it end it at {end}"
+                    )
+                self._apply(section, time_ms)
+                end = section.end_offset
+            if self._unchanged(last, end):  # the commits after this one up to ``last`` are other partitions'
+                record.write(_APPLIED.pack(last.number, end))
+                break
+            if sections:
+                record.write(_APPLIED.pack(number, end))
         return end
+
+    def _first_change(self, first: int, last: CommitHead | Commit, end: int) -> int:
+        """The first of commits ``first`` to ``last`` that changes this partition, whose replica ends at ``end`` (and
+        ``last`` changes it): found by bisecting their headers, as a partition's end and log start only grow. A
+        replica of a quiet partition of a busy topic skips the others' commits with a few header reads, not one
+        each; where that saves nothing (a short stretch), ``first``."""
+        low, high = first, last.number
+        if high - low < _BISECT_FROM:
+            return low
+        while low < high:
+            middle = (low + high) // 2
+            head = self._commits.head(middle, self._head_bytes)
+            if head is None:  # retired meanwhile: follow them in order
+                return first
+            if self._unchanged(CommitHead(middle, head), end):
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def _sections_between(self, first: int, last: int) -> Iterator[tuple[int, int, list[Section]]]:
+        """This partition's sections of commits ``first`` to ``last``, in order, with each commit's time: up to
+        ``_READ_AHEAD`` fetched at once ahead of the one applied, so a replica far behind waits for the store's latency
+        once, not once per commit.
+
+        Raises:
+            CorruptRecordError: A commit is missing (commit ``last`` exists), or damaged.
+        """
+        numbers = iter(range(first, last + 1))
+        with ThreadPoolExecutor(max_workers=_READ_AHEAD) as pool:
+            # A sliding window: the next commits are fetched while the caller applies this one.
+            pending = deque((n, pool.submit(self._sections_in, n)) for n in itertools.islice(numbers, _READ_AHEAD))
+            while pending:
+                number, future = pending.popleft()
+                following = next(numbers, None)
+                if following is not None:
+                    pending.append((following, pool.submit(self._sections_in, following)))
+                found = future.result()
+                if found is None:
+                    raise CorruptRecordError(
+                        f"commit {number} is missing, but commit {last} exists", file=self._commits.path(number)
+                    )
+                yield number, *found
+
+    def _sections_in(self, number: int) -> tuple[int, list[Section]] | None:
+        """Commit ``number``'s time and this partition's sections (None: the commit does not exist): the commit read
+        whole when it is small, else its header and section table, then only this partition's sections' bytes with
+        a ranged GET each. A reader of one partition of a busy topic downloads that partition's records, not the
+        topic's.
+
+        Raises:
+            CorruptRecordError: The commit is damaged.
+        """
+        path = self._commits.path(number)
+        size = PROBE_BYTES
+        while (commit := self._commits.kept(number)) is None:
+            head = self._commits.head(number, size)
+            if head is None:
+                return None
+            if self._commits.kept(number) is not None:
+                continue  # it was small: now held whole
+            try:
+                layout = CommitLayout.decode(head, path)
+            except HeadTooShortError as short:
+                if short.needed <= size:
+                    raise CorruptRecordError("a commit's header and section table do not add up", file=path) from None
+                size = short.needed
+                continue
+            sections = []
+            for entry in layout.entries:
+                if entry.partition != self.partition:
+                    continue
+                data = self._commits.body_range(number, entry.position, entry.size) if entry.size else b""
+                if data is None:
+                    return None
+                if len(data) != entry.size:
+                    raise CorruptRecordError(f"a section of {entry.size} bytes runs past its commit's end", file=path)
+                section = entry.section(data)
+                if entry.kind == SectionKind.STAGED:
+                    section.reference(path)
+                sections.append(section)
+            return layout.header.time_ms, sections
+        decoded = TopicCommit.decode(commit.body, path)
+        return decoded.header.time_ms, decoded.sections_of(self.partition)
+
+    def _unchanged(self, commit: CommitHead | Commit, end: int) -> bool:
+        """Whether ``commit``'s header shows this partition where a replica ending at ``end`` is: then no commit
+        up to it changed the partition (log ends and log starts only grow), and the replica holds it as it is."""
+        mine = self._end_in(commit)
+        return mine.log_end_offset == end and mine.log_start_offset <= self._replica.view().log_start_offset
+
+    def _end_in(self, commit: CommitHead | Commit) -> PartitionEnd:
+        """This partition's end after ``commit``, from its header (the start of its body holds it)."""
+        return end_of(commit.body, self.partition, self._commits.path(commit.number))
 
     def _apply_sealed(self, record: LockedRecord, applied: int) -> tuple[int, int]:
         """Start the replica over from the last manifest's sealed segments, downloaded (the commits after
-        ``applied`` are gone: sealed, and deleted once a later manifest covered them), as a Kafka follower
-        that fell too far behind starts over from the leader's log. Sealed segments are downloaded whole, not
-        appended batch by batch: compaction leaves gaps between offsets, which only the segments keep."""
+        ``applied`` are gone: sealed, and deleted once a later seal covered them), as a Kafka follower that fell
+        too far behind starts over from the leader's log. Sealed segments are downloaded whole, not appended batch
+        by batch: compaction leaves gaps between offsets, which only the segments keep.
+
+        A topic's sealing seals every partition changed since its own last manifest before the seal is recorded,
+        so a partition whose last manifest is older than the last seal was as that manifest has it at the seal's
+        commit. Returns the last commit the replica then holds and its log end."""
         for _attempt in range(_MAX_MANIFEST_RETRIES):
             manifest = self._manifests.latest()
-            if manifest is None or manifest.commit <= applied:
+            seal = self._seals.latest()
+            covered = max(manifest.commit if manifest is not None else -1, seal.commit if seal is not None else -1)
+            if covered <= applied:
                 raise CorruptRecordError(
-                    f"commit {applied + 1} of {self.remote_directory} is missing and no manifest covers it",
+                    f"commit {applied + 1} of {self.chain_directory} is missing and no seal covers it",
                     file=self._commits.path(applied + 1),
                 )
-            try:
-                self._download_sealed(manifest, self._replica)
-            except FileNotFoundError:
-                continue  # a newer manifest replaced those segments (compaction, retention) meanwhile
+            if manifest is None:  # never sealed: it had nothing when the topic was sealed
+                if self._replica.view().log_end_offset:
+                    raise _OutOfStep(f"the replica holds records of {self.remote_directory}, which has none sealed")
+                record.write(_APPLIED.pack(covered, 0))
+                return covered, 0
+            if self._replica.view().log_end_offset != manifest.end_offset:
+                try:
+                    self._download_sealed(manifest, self._replica)
+                except FileNotFoundError:
+                    continue  # a newer manifest replaced those segments (compaction, retention) meanwhile
             if manifest.log_start_offset > self._replica.view().log_start_offset:
                 self._apply_log_start(manifest.log_start_offset)
-            record.write(_APPLIED.pack(manifest.commit, manifest.end_offset))
-            return manifest.commit, manifest.end_offset
+            record.write(_APPLIED.pack(covered, manifest.end_offset))
+            return covered, manifest.end_offset
         raise CorruptRecordError(
             f"the sealed segments of {self.remote_directory} kept changing under a replica starting over",
             file=self._manifests.path(0),
@@ -348,7 +478,7 @@ class ObjectPartitionLog:
             commit = self._commits.read(number)
             if commit is None:
                 break
-            commit_end = PartitionCommit.decode(commit, self._commits.path(number)).end_offset
+            commit_end = self._end_in(commit).log_end_offset
             if commit_end <= replica_end:
                 if commit_end == replica_end:
                     record.write(_APPLIED.pack(number, replica_end))
@@ -357,10 +487,10 @@ class ObjectPartitionLog:
             number -= 1
         raise _OutOfStep(f"the replica ends at offset {replica_end}, inside a commit")
 
-    def _apply(self, body: PartitionCommit) -> None:
-        """Append one commit to the replica (nothing when the replica already ends where it ends)."""
-        if body.kind == CommitKind.LOG_START:
-            self._committed_log_start = max(self._committed_log_start, body.log_start_offset)
+    def _apply(self, body: Section, time_ms: int) -> None:
+        """Append one section of a commit made at ``time_ms`` to the replica (nothing when the replica already ends
+        where it ends)."""
+        if body.kind == SectionKind.LOG_START:
             self._apply_log_start(body.log_start_offset)
             return
         if body.end_offset == body.base_offset:
@@ -368,18 +498,56 @@ class ObjectPartitionLog:
         replica_end = self._replica.view().log_end_offset
         if replica_end == body.end_offset:
             return  # applied by a process that died before recording it
-        buf = np.frombuffer(bytearray(body.batches), dtype=np.uint8)  # writable: the replica numbers it again
-        entries = scan(buf, file=self.remote_directory)
-        verify_crcs(buf, entries, file=self.remote_directory)
-        if len(entries) and int(entries.last_offsets[-1]) + 1 != body.end_offset:
+        source = self._commits.directory
+        if body.kind == SectionKind.STAGED:
+            source = self._staged_path(body)
+            buf, entries = self._staged_batches(body, source, time_ms)
+        else:
+            buf = np.frombuffer(bytearray(body.data), dtype=np.uint8)  # writable: the replica numbers it again
+            entries = scan(buf, file=source)
+            verify_crcs(buf, entries, file=source)
+        whole = len(entries) and int(entries.positions[-1] + entries.sizes[-1]) == len(buf)
+        if not whole or int(entries.last_offsets[-1]) + 1 != body.end_offset:
+            found = int(entries.last_offsets[-1]) + 1 if len(entries) else body.base_offset
             raise CorruptRecordError(
-                f"a commit's batches end at {int(entries.last_offsets[-1]) + 1}, its header at {body.end_offset}",
-                file=self.remote_directory,
+                f"a section's {len(buf)} bytes hold batches to offset {found} ({len(entries)} whole ones), its header "
+                f"says to {body.end_offset}",
+                file=source,
             )
         try:
             self._replica.append_replica(Batches(buf, entries), body.base_offset)
         except InvalidOffsetError as error:
             raise _OutOfStep(str(error)) from None
+
+    def _staged_path(self, section: Section) -> str:
+        return f"{self.chain_directory}/{STAGED_DIRECTORY}/{section.reference(self._commits.path(0)).name}"
+
+    def _staged_batches(self, section: Section, staged: str, time_ms: int) -> tuple[np.ndarray, EntryTable]:
+        """A staged section's batches, read from their staged object with one ranged GET and given the section's
+        offsets (numbered from 0 when staged: Kafka's batch CRC does not cover the base offset); those of a
+        LogAppendTime topic are stamped with the commit's time, ``time_ms``, as every reader stamps them.
+
+        Raises:
+            _OutOfStep: The staged object is gone (retired with its commit by a seal meanwhile).
+            CorruptRecordError: The range holds no whole batches, or batches of a producer id (a sink stages none).
+        """
+        reference = section.reference(staged)
+        try:
+            data = self.remote.read(staged, reference.position, reference.length)
+        except FileNotFoundError:
+            raise _OutOfStep(f"the staged object {staged} is gone") from None
+        if len(data) != reference.length:
+            raise CorruptRecordError(
+                f"the staged object holds {len(data)} bytes at {reference.position}, not {reference.length}",
+                file=staged,
+            )
+        buf = np.frombuffer(bytearray(data), dtype=np.uint8)
+        entries = scan(buf, file=staged)
+        verify_crcs(buf, entries, file=staged)
+        if entries.has_producers:
+            raise CorruptRecordError("a staged section holds batches of a producer id", file=staged)
+        number_batches(buf, entries, section.base_offset, time_ms)
+        return buf, scan(buf, file=staged)
 
     def _apply_log_start(self, offset: int) -> None:
         """Raise the replica's log start and retire its segments wholly below it, as retention would."""
@@ -406,7 +574,13 @@ class ObjectPartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self.view().log_start_offset
+        """The log start offset, from the last commit's header (``ends_in_last_commit``)."""
+        return self.ends_in_last_commit().log_start_offset
+
+    def offsets(self) -> tuple[int, int]:
+        """The log start offset and the log end offset, from the last commit's header (``ends_in_last_commit``)."""
+        end = self.ends_in_last_commit()
+        return end.log_start_offset, end.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -431,9 +605,29 @@ class ObjectPartitionLog:
         return self._followed_read(request)
 
     def _followed_read(self, request: ReadRequest) -> Iterator[pa.RecordBatch]:
-        if request.end_offset is None or not self._holds(request.end_offset, request.committed):
+        if request.end_offset is None:
             self.follow()
+        elif not self._holds(request.end_offset, request.committed):
+            self._follow_to(request.end_offset, request.committed)
         yield from self._replica.read_checked(request)
+
+    def _follow_to(self, end_offset: int, committed: bool) -> None:
+        """Bring the replica far enough to hold ``end_offset``: the commits after the last one this process knows of,
+        read one at a time, stopping at the first that gets it there (a Spark task reading the range its driver
+        planned reads the new commit, and does not probe past it); past a few, a full follow."""
+        with self._applied.exclusive() as record:
+            for _step in range(_FOLLOW_TO_STEPS):
+                # Past what this process knows of the chain and what the replica holds (another process of the host
+                # may have brought it further).
+                known = max(self._commits.known_number, _applied(record)[0])
+                head = self._commits.head(known + 1, self._head_bytes) if known >= 0 else None
+                if head is None:
+                    break
+                following = CommitHead(known + 1, head)
+                self._apply_through(record, following)
+                if self._holds(end_offset, committed):
+                    return
+        self.follow()
 
     def _holds(self, end_offset: int, committed: bool) -> bool:
         """Whether the replica already holds every record below ``end_offset`` (stable ones, for ``committed``):
@@ -452,11 +646,29 @@ class ObjectPartitionLog:
     def log_end_offset(self) -> int:
         """The log end offset, from the last commit's header, without following the commits: all a Spark driver
         planning offset ranges needs (its executors' replicas then follow them as they read)."""
-        number = self._commits.last_number()
-        head = self._commits.body_prefix(number, _BODY.size) if number >= 0 else None
-        if number >= 0 and head is None:  # retired meanwhile: a newer commit exists
-            return self.view().log_end_offset
-        return int(_BODY.unpack(head)[2]) if head is not None else 0
+        return self.ends_in_last_commit().log_end_offset
+
+    def ends_in_last_commit(self) -> PartitionEnd:
+        """The partition's log end and log start from the last commit's header: a probe past the last commit this
+        process knows of, and a ranged read of the header when the probe found a new one."""
+        return self.topic_ends([self.partition])[self.partition]
+
+    def topic_ends(self, partitions: Iterable[int]) -> dict[int, PartitionEnd]:
+        """The log end and log start of ``partitions`` of the topic (this one's or others), from the last commit's
+        header: what a Spark driver planning every partition of the topic asks, with one probe of its chain."""
+        wanted = sorted(set(partitions))
+        size = header_size(max(wanted[-1] + 1 if wanted else 0, _MIN_HEADER_ENTRIES))
+        for _attempt in range(_MAX_MANIFEST_RETRIES):
+            number = self._commits.last_number()
+            if number < 0:
+                return dict.fromkeys(wanted, PartitionEnd(0, 0))
+            head = self._commits.body_prefix(number, size)
+            if head is not None:
+                return {p: end_of(head, p, self._commits.path(number)) for p in wanted}
+            # Retired meanwhile (a newer commit exists): the next look lists the chain.
+        raise CorruptRecordError(
+            "the last commit kept going before its header could be read", file=self.chain_directory
+        )
 
     @property
     def config(self) -> LogConfig:
@@ -489,48 +701,36 @@ class ObjectPartitionLog:
         return self._append_all([checked_batches(batches, self.config.max_message_bytes)])
 
     def _append_all(self, pieces: Sequence[Batches]) -> AppendInfo:
-        """Commit the checked pieces as one append, then apply the commit to the replica."""
-        pieces = [piece for piece in pieces if len(piece.entries)]
-        if not pieces:
-            end = self.log_end_offset
-            return AppendInfo(end, end - 1, 0, -1, -1)
-        with self._applied.exclusive() as record:
-            latest = self._commits.known_latest()
-            assumed = latest is not None and _applied(record)[0] == latest.number
-            if not assumed:
-                latest = self._commits.latest()  # none made or found yet, or the shared replica is past it
-            base = self._apply_through(record, latest)
-            try:
-                batches, info = self._replica.prepared_append(pieces)
-            except PySparkLogError:
-                # Checked against the last commit this process knows of, which others may have followed (their
-                # batches may be what this one's sequence follows): refused only against the log's end.
-                if not assumed:
-                    raise
-                latest = self._commits.latest()
-                base = self._apply_through(record, latest)
-                batches, info = self._replica.prepared_append(pieces)
-            following = latest.number if latest is not None else -1
-            if not len(batches.entries):
-                return info  # every batch repeats one already in the log
+        """Commit the checked pieces as one append, then apply the commit to the replica (``append_together``).
 
-            def build(number: int, previous: Commit | None) -> bytes:
-                nonlocal base, following, batches, info
-                if previous is not None and previous.number != following:
-                    base = self._apply_through(record, previous)
-                    following = previous.number
-                    batches, info = self._replica.prepared_append(pieces)
-                end = base + int((batches.entries.last_offset_deltas + 1).sum())
-                return PartitionCommit(CommitKind.BATCHES, base, end, _NO_LOG_START, batches.buf.tobytes()).encode()
+        Raises:
+            PySparkLogError: The log refused the batches (``PartitionLog.append`` has the errors).
+        """
+        (outcome,) = append_together([(self, pieces)])
+        if isinstance(outcome, PySparkLogError):
+            raise outcome
+        return outcome
 
-            commit = self._commits.append(build, after=latest)
-            self._replica.append_replica(batches, base)
-            record.write(_APPLIED.pack(commit.number, PartitionCommit.decode(commit, "").end_offset))
-        if commit.number - self._sealed_through >= self.seal_commits:
-            self._manifests.latest()  # another process may have sealed them
-            if commit.number - self._sealed_through >= self.seal_commits:
+    def _following(self, previous: Commit | None, sections: Sequence[Section]) -> bytes:
+        """The body of the commit of ``sections`` after ``previous``.
+
+        Raises:
+            CorruptRecordError: A section does not start where ``previous``'s header has its partition end (the
+                replica, brought up to ``previous``, disagrees with the chain).
+        """
+        header = decode_header(previous.body, self._commits.path(previous.number)) if previous else TopicHeader()
+        try:
+            return TopicCommit.following(header, sections, time_ms=int(time.time() * 1000)).encode()
+        except ValueError as error:
+            raise CorruptRecordError(str(error), file=self.chain_directory) from None
+
+    def _seal_when_due(self, number: int) -> None:
+        """Seal the topic once ``seal_commits`` commits follow the last seal this process knows of (and still do
+        once it has looked for a newer one)."""
+        if number - self._seal_covers >= self.seal_commits:
+            self._seals.latest()  # another process may have sealed them
+            if number - self._seal_covers >= self.seal_commits:
                 self.seal()
-        return info
 
     def flush(self) -> None:
         """Nothing to do: an append is durable when its commit is written."""
@@ -555,58 +755,144 @@ class ObjectPartitionLog:
     # -- sealing ------------------------------------------------------------------------------------
 
     @property
-    def _sealed_through(self) -> int:
-        """The last commit the last manifest this process knows covers (-1: none)."""
-        known = self._manifests.known
+    def _seal_covers(self) -> int:
+        """The last commit the last seal of the topic this object knows of covers (-1: none)."""
+        known = self._seals.known
         return known.commit if known is not None else -1
 
     def seal(self) -> Manifest | None:
-        """Seal the commits after the last manifest into Kafka segments under a new manifest (``sealing``);
-        None when there is nothing to seal or another sealer sealed first.
+        """Seal the topic (``sealing``): every partition changed since its own last manifest gets its commits'
+        sections sealed into Kafka segments under a new manifest; then the seal is recorded, created only if
+        absent, and the commits the seal before it covered are deleted. Returns this partition's new manifest;
+        None when it had nothing new, or when another sealer sealed first.
+        """
+        previous_seal = self._seals.latest()
+        latest = self._commits.latest()
+        if latest is None or (previous_seal is not None and latest.number <= previous_seal.commit):
+            return None
+        ends = decode_ends(latest.body, self._commits.path(latest.number))
+
+        def seal_one(partition: int) -> Manifest | None | _Lost:
+            if partition == self.partition:
+                return self._seal_partition(latest, ends[partition])
+            with self._sibling(partition) as log:
+                return log._seal_partition(latest, ends[partition])
+
+        with ThreadPoolExecutor(max_workers=_PARALLEL_SEALS) as pool:
+            sealed = list(pool.map(seal_one, range(len(ends))))
+        mine = sealed[self.partition] if self.partition < len(sealed) else None
+        if any(isinstance(result, _Lost) for result in sealed):
+            return None  # a partition could not be sealed through the commit: no seal may claim it
+        first = previous_seal.commit + 1 if previous_seal is not None else 0
+        seal = TopicSeal(
+            previous_seal.generation + 1 if previous_seal is not None else 0,
+            first,
+            latest.number,
+            self._staged_names(first, latest.number),
+        )
+        if self._seals.create(seal) and previous_seal is not None:
+            self._retire_commits(previous_seal, seal.commit)
+        return mine if isinstance(mine, Manifest) else None
+
+    def _sibling(self, partition: int) -> ObjectPartitionLog:
+        """Another partition of the topic, read through this process's replicas and the same chain object."""
+        return ObjectPartitionLog(
+            self.remote,
+            self.topic,
+            partition,
+            self._config_source,
+            cache_dir=self._cache_dir,
+            seal_commits=self.seal_commits,
+            topic_id=self._topic_id,
+        )
+
+    def _retire_commits(self, covered: TopicSeal, keep: int) -> None:
+        """Delete the commits the seal ``covered`` covered but commit ``keep`` and those after it: a seal retires
+        the commits of the seal before it (one seal late, so that a reader in the middle of them finishes), and
+        the chain's last commit is always there to be found."""
+        numbers = range(covered.first_commit, min(covered.commit + 1, keep))
+        staged = [
+            f"{self.chain_directory}/{STAGED_DIRECTORY}/{name}" for number, name in covered.staged if number in numbers
+        ]
+        self.remote.delete_all([self._commits.path(number) for number in numbers] + staged)
+
+    def _staged_names(self, first: int, last: int) -> tuple[tuple[int, str], ...]:
+        """The staged objects commits ``first`` to ``last`` refer to, (commit, name) pairs: those a seal's commits
+        take with them when they go. The commits were just read by the sealing (this process keeps them)."""
+        names: dict[tuple[int, str], None] = {}
+        for number in range(first, last + 1):
+            commit = self._commits.read(number)
+            if commit is None:
+                continue  # retired by a compaction meanwhile, its staged objects with it
+            for section in TopicCommit.decode(commit.body, self._commits.path(number)).sections:
+                if section.kind == SectionKind.STAGED:
+                    names[(number, section.reference(self._commits.path(number)).name)] = None
+        return tuple(names)
+
+    def _seal_partition(self, latest: Commit, end: PartitionEnd) -> Manifest | None | _Lost:
+        """Seal this partition's sections up to commit ``latest`` under a new manifest, unless its last manifest
+        has it as ``latest``'s header does (``end``); None then, ``_LOST`` when other sealers kept taking the
+        generation.
 
         The segments are built by a scratch replica primed at the last manifest's end, so that they are
         exactly what the engine writes, and follow the sealed ones whatever this process's replica rolled.
         """
-        previous = self._manifests.latest()
-        latest = self._commits.latest()
-        if latest is None or (previous is not None and latest.number <= previous.commit):
-            return None
+        for _attempt in range(_MAX_MANIFEST_RETRIES):
+            previous = self._manifests.latest()
+            if previous is not None and previous.commit >= latest.number:
+                return None  # another sealer sealed it this far
+            sealed_end = (previous.end_offset, previous.log_start_offset) if previous is not None else (0, 0)
+            if sealed_end == (end.log_end_offset, end.log_start_offset):
+                return None  # unchanged since its last manifest
+            manifest = self._seal_from(previous, latest, end)
+            if manifest is not None:
+                if previous is not None:
+                    self._retire(previous, manifest)
+                return manifest
+        return _LOST
+
+    def _seal_from(self, previous: Manifest | None, latest: Commit, end: PartitionEnd) -> Manifest | None:
+        """The partition sealed from ``previous`` through ``latest`` under the next manifest; None when another
+        sealer created that manifest first."""
         generation = previous.generation + 1 if previous is not None else 0
         scratch_root = f"{self.checkpoint_dir}/sealing-{self._sealer_id}"
-        scratch = ObjectPartitionLog(self.remote, self.topic, self.partition, self.config, cache_dir=scratch_root)
+        scratch = ObjectPartitionLog(
+            self.remote, self.topic, self.partition, self.config, cache_dir=scratch_root, topic_id=self._topic_id
+        )
         try:
             if previous is not None:
                 scratch._replica.truncate_fully_and_start_at(previous.end_offset, self._manifests.snapshot(previous))
             with scratch._applied.exclusive() as record:
                 if previous is not None:
                     record.write(_APPLIED.pack(previous.commit, previous.end_offset))
-                end = scratch._apply_through(record, latest)
+                sealed_end = scratch._apply_through(record, latest)
+            if sealed_end != end.log_end_offset:
+                raise CorruptRecordError(
+                    f"the sections of {self.remote_directory} end at {sealed_end}, commit {latest.number}'s header "
+                    f"at {end.log_end_offset}",
+                    file=self._commits.path(latest.number),
+                )
             scratch._replica.roll()
-            log_start = max(scratch._committed_log_start, previous.log_start_offset if previous is not None else 0)
+            log_start = max(end.log_start_offset, previous.log_start_offset if previous is not None else 0)
             earlier = previous.segments if previous is not None else ()
-            manifest = self._publish(
+            return self._publish(
                 scratch._replica,
                 generation,
-                end,
+                sealed_end,
                 lambda snapshot, segments: Manifest(
                     generation,
                     previous.commit + 1 if previous is not None else 0,
                     latest.number,
-                    end,
+                    sealed_end,
                     log_start,
                     snapshot,
                     tuple(s for s in (*earlier, *segments) if s.end_offset > log_start),
                     previous.cleaned_through if previous is not None else 0,
                 ),
             )
-            if manifest is None:
-                return None
         finally:
             scratch.close()
             scratch._replica.storage.delete_tree(scratch_root)
-        if previous is not None:
-            self._retire(previous, manifest)
-        return manifest
 
     def _publish(
         self,
@@ -644,11 +930,8 @@ class ObjectPartitionLog:
         return uploaded
 
     def _retire(self, previous: Manifest, manifest: Manifest) -> None:
-        """Delete what ``manifest`` made unneeded one generation late: the commits ``previous`` covered and
-        the sealed segments retention or compaction replaced. The last commit ``manifest`` covers stays, so
-        that the log's last commit is always there to be found (a manifest of a compaction covers no new one)."""
-        for number in range(previous.first_commit, min(previous.commit + 1, manifest.commit)):
-            self.remote.delete(self._commits.path(number))
+        """Delete the sealed segments ``manifest`` no longer lists that ``previous`` did (retention or compaction
+        replaced them); the topic's seal deletes the commits (``_retire_commits``)."""
         kept = {(s.directory, s.base_offset) for s in manifest.segments}
         for segment in previous.segments:
             if (segment.directory, segment.base_offset) not in kept:
@@ -684,10 +967,12 @@ class ObjectPartitionLog:
                 if previous is not None and previous.number != following:
                     end = self._apply_through(record, previous)
                     following = previous.number
-                return PartitionCommit(CommitKind.LOG_START, end, end, min(offset, end)).encode()
+                return self._following(
+                    previous, [Section(self.partition, SectionKind.LOG_START, end, end, min(offset, end))]
+                )
 
             commit = self._commits.append(build, after=latest)
-            self._apply_log_start(PartitionCommit.decode(commit, "").log_start_offset)
+            self._apply_log_start(min(offset, end))
             record.write(_APPLIED.pack(commit.number, end))
             return self._replica.view().log_start_offset
 
@@ -735,6 +1020,9 @@ class ObjectPartitionLog:
                 with self._applied.exclusive() as record:  # this host's replica takes the compacted segments
                     self._download_sealed(compacted, self._replica)
                     record.write(_APPLIED.pack(compacted.commit, compacted.end_offset))
+                seal = self._seals.known
+                if seal is not None:  # new replicas start from the compacted segments, not the commits
+                    self._retire_commits(seal, seal.commit)
         finally:
             scratch.close()
             scratch.storage.delete_tree(scratch_root)
@@ -767,6 +1055,129 @@ class ObjectPartitionLog:
             )
         self._retire(manifest, compacted)
         return compacted
+
+
+@dataclass
+class _Prepared:
+    """One partition's append prepared against its replica at a commit: its batches numbered from ``base``, or the
+    log's refusal."""
+
+    base: int
+    batches: Batches | None
+    outcome: AppendInfo | PySparkLogError
+
+    @property
+    def end(self) -> int:
+        if self.batches is None:
+            return self.base
+        return self.base + int((self.batches.entries.last_offset_deltas + 1).sum())
+
+
+class _NothingLeft(Exception):
+    """Prepared again after a lost race, no partition has batches to commit (each refused, or a repeat)."""
+
+
+def append_together(
+    appends: Sequence[tuple[ObjectPartitionLog, Sequence[Batches]]],
+) -> list[AppendInfo | PySparkLogError]:
+    """Appends to partitions of one topic as one commit of its chain, a section each: a producer's batches due at
+    once for several partitions cost one request, not one each. Each append is validated and numbered against its
+    partition's replica as ``append`` does it; one the log refuses gets its error, and the others are committed.
+
+    Args:
+        appends: Each partition's log (distinct partitions of one topic, opened in this process) and its checked
+            pieces.
+
+    Returns:
+        Per append, in order: its ``AppendInfo``, or the ``PySparkLogError`` the log refused it with.
+
+    Raises:
+        ValueError: The logs are not distinct partitions of one topic.
+    """
+    outcomes: list[AppendInfo | PySparkLogError | None] = [None] * len(appends)
+    live: list[tuple[int, ObjectPartitionLog, list[Batches]]] = []
+    for index, (log, pieces) in enumerate(appends):
+        kept = [piece for piece in pieces if len(piece.entries)]
+        if kept:
+            live.append((index, log, kept))
+        else:
+            end = log.log_end_offset
+            outcomes[index] = AppendInfo(end, end - 1, 0, -1, -1)
+    if live:
+        _commit_together(sorted(live, key=lambda item: item[1].partition), outcomes)
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _commit_together(
+    live: list[tuple[int, ObjectPartitionLog, list[Batches]]], outcomes: list[AppendInfo | PySparkLogError | None]
+) -> None:
+    """``append_together``'s commit of the appends with batches, in partition order (the order their replicas'
+    locks are taken in), filling ``outcomes``."""
+    first = live[0][1]
+    commits = first._commits
+    same_chain = all(log.chain_directory == first.chain_directory and log.remote is first.remote for _, log, _ in live)
+    if not same_chain or len({log.partition for _, log, _ in live}) < len(live):
+        raise ValueError("appends made together are of distinct partitions of one topic")
+    with ExitStack() as stack:
+        records = [stack.enter_context(log._applied.exclusive()) for _, log, _ in live]
+
+        def prepared_at(commit: Commit | None) -> list[_Prepared]:
+            prepared = []
+            for (_index, log, pieces), record in zip(live, records, strict=True):
+                base = log._apply_through(record, commit)
+                try:
+                    batches, info = log._replica.prepared_append(pieces)
+                except PySparkLogError as error:
+                    prepared.append(_Prepared(base, None, error))
+                    continue
+                prepared.append(_Prepared(base, batches if len(batches.entries) else None, info))
+            return prepared
+
+        # The last commit this process made or found (of any partition of the topic: the header brings each replica
+        # up to it without a read); winning the create of the next name proves nothing followed it.
+        latest = commits.known_latest()
+        if latest is not None and any(_applied(record)[0] > latest.number for record in records):
+            latest = None  # another process of this host took a replica further: this one is behind the chain
+        assumed = latest is not None
+        if not assumed:
+            latest = commits.latest()  # none made or found yet
+        prepared = prepared_at(latest)
+        if assumed and any(isinstance(p.outcome, PySparkLogError) for p in prepared):
+            # Checked against the last commit this process knows of, which others may have followed (their batches
+            # may be what a sequence follows): refused only against the chain's end.
+            latest = commits.latest()
+            prepared = prepared_at(latest)
+        following = latest.number if latest is not None else -1
+
+        def build(number: int, previous: Commit | None) -> bytes:
+            nonlocal prepared, following
+            if previous is not None and previous.number != following:
+                prepared = prepared_at(previous)
+                following = previous.number
+            sections = [
+                Section(log.partition, SectionKind.BATCHES, p.base, p.end, NO_LOG_START, p.batches.buf.tobytes())
+                for (_index, log, _pieces), p in zip(live, prepared, strict=True)
+                if p.batches is not None
+            ]
+            if not sections:
+                raise _NothingLeft
+            return first._following(previous, sections)
+
+        if any(p.batches is not None for p in prepared):
+            try:
+                commit = commits.append(build, after=latest)
+            except _NothingLeft:
+                commit = None
+            for (_index, log, _pieces), p, record in zip(live, prepared, records, strict=True):
+                if commit is not None and p.batches is not None:
+                    log._replica.append_replica(p.batches, p.base)
+                    record.write(_APPLIED.pack(commit.number, p.end))
+        else:
+            commit = None
+    for (index, _log, _pieces), p in zip(live, prepared, strict=True):
+        outcomes[index] = p.outcome
+    if commit is not None:
+        first._seal_when_due(commit.number)
 
 
 def _applied(record: LockedRecord) -> tuple[int, int]:

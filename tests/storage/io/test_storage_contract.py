@@ -54,6 +54,24 @@ def test_list_is_sorted_and_shows_directories(storage: Storage) -> None:
     assert not storage.is_directory(storage.join("a"))
 
 
+def test_list_after_names_the_files_past_a_name_only(storage: Storage) -> None:
+    for name in ("03", "01", "02", "04", "05/nested"):
+        storage.put(storage.join("commits", *name.split("/")), b"")
+    assert storage.list_after(storage.join("commits"), "02") == ["03", "04"]
+    assert storage.list_after(storage.join("commits"), "04") == []
+    assert storage.list_after(storage.join("no-such-dir"), "00") == []
+
+
+def test_delete_all_removes_every_file_named_and_passes_missing_ones(storage: Storage) -> None:
+    paths = [storage.join("d", name) for name in ("a", "b", "c")]
+    for path in paths:
+        storage.put(path, b"x")
+    storage.delete_all([paths[0], paths[2], storage.join("d", "never-there")])
+    assert storage.list(storage.join("d")) == ["b"]
+    storage.delete_all([])
+    assert storage.list(storage.join("d")) == ["b"]
+
+
 def test_the_version_changes_with_every_write(storage: Storage) -> None:
     path = storage.join("state.json")
     first = storage.put(path, b"one")
