@@ -81,7 +81,7 @@ def test_an_unknown_store_setting_fails_naming_it(spark: SparkSession, s3_endpoi
 
 # -- kill -9 -----------------------------------------------------------------------------------------------------------
 
-RECORDS = 60_000  # 60 micro-batches of sink_job.MAX_OFFSETS_PER_TRIGGER: more than the run before the kill commits
+RECORDS = 25_000  # 25 micro-batches of sink_job.MAX_OFFSETS_PER_TRIGGER: more than the run before the kill commits
 KEYS = 200
 KILLS = 1
 SEED = 20261126

@@ -118,7 +118,7 @@ def test_a_one_record_exactly_once_micro_batch_asks_at_most_two_per_task_and_fou
     while copied() < partitions and time.monotonic() < deadline:
         time.sleep(0.2)
     assert copied() == partitions, "the first micro-batch copied the topic"
-    time.sleep(2.5)  # idle triggers: the workers that run the next micro-batch are up
+    time.sleep(1.5)  # idle triggers: the workers that run the next micro-batch are up
     proxy = counted_s3.proxy
     with Producer(direct, ProducerConfig(linger_ms=0)) as producer:  # not through the proxy: not counted
         producer.send("in", value=b"one", partition=partitions - 1).get()
@@ -126,7 +126,7 @@ def test_a_one_record_exactly_once_micro_batch_asks_at_most_two_per_task_and_fou
     while copied() < partitions + 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert copied() == partitions + 1, "the record was copied"
-    time.sleep(1.5)  # the trigger after it, where Spark calls the source's commit
+    time.sleep(1.2)  # the trigger after it, where Spark calls the source's commit
     window_s = time.monotonic() - started
     requests = proxy.requests(since=before)
     idle_triggers = int(window_s) + 1  # at a 1 s trigger, the triggers of the window that copied nothing
