@@ -311,27 +311,15 @@ class CommitLog:
         return start
 
     def body_prefix(self, number: int, size: int) -> bytes | None:
-        """At most the first ``size`` bytes of commit ``number``'s body (fewer when the body is shorter), with one
-        ranged read and unchecked (the CRC covers the whole body); None when the commit is gone. A commit read
-        whole, or the last prefix read, costs no request."""
-        last = self._last_read
-        if last is None or last.number != number:
-            with self._kept_lock:
-                last = self._kept.get(number)
-        if last is not None:
-            return last.body[:size]
-        with self._prefix_lock:  # callers asking at once for the same commit share one read
-            return self._read_prefix(number, size)
-
-    def _read_prefix(self, number: int, size: int) -> bytes | None:
-        prefix = self._prefix
-        if prefix is not None and prefix[0] == number and (prefix[2] or len(prefix[1]) >= size):
-            return prefix[1][:size]
-        body = self._fetch_prefix(number, max(size, PROBE_BYTES))
-        if body is None:
-            self._known_seen_at = -_RECHECK_KNOWN_S  # gone: the next look for the last commit lists the chain
+        """At most the first ``size`` bytes of commit ``number``'s body (fewer when the body is shorter): ``head``, with
+        callers asking at once sharing one read; None when the commit is gone (then the next look for the last commit
+        lists the chain)."""
+        with self._prefix_lock:
+            head = self.head(number, max(size, PROBE_BYTES))
+        if head is None:
+            self._known_seen_at = -_RECHECK_KNOWN_S
             return None
-        return body[:size]
+        return head[:size]
 
     def kept(self, number: int) -> Commit | None:
         """Commit ``number`` if this object holds it whole (read, written or probed whole lately), without a request."""

@@ -113,10 +113,6 @@ class StagedWrites:
         max_timestamp = int(entries.max_timestamps.max()) if len(entries) else -1
         return AppendInfo(first, next_offset - 1, next_offset - first, log_append_time, max_timestamp)
 
-    @property
-    def records(self) -> int:
-        return sum(self._records.values())
-
     def put(self, name: str, *, inline_bytes: int = INLINE_BYTES) -> list[StagedObject]:
         """Write what was kept, one object per topic named ``name`` (made safe) below the topic's chain, or kept in
         the returned ``StagedObject`` when it is at most ``inline_bytes``; nothing for a task that kept nothing."""
