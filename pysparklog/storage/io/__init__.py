@@ -35,6 +35,7 @@ from pysparklog.storage.io.base import (
     Storage,
     StorageLock,
     read_if_exists,
+    read_writable,
 )
 from pysparklog.storage.io.posix import PosixLock, PosixStorage
 from pysparklog.storage.io.versioned import VersionedFile
@@ -147,5 +148,6 @@ __all__ = [
     "VersionedFile",
     "file_system_for",
     "read_if_exists",
+    "read_writable",
     "storage_for",
 ]

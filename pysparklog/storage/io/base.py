@@ -266,3 +266,16 @@ def read_if_exists(storage: Storage, path: str) -> bytes | None:
         return storage.read(path)
     except FileNotFoundError:
         return None
+
+
+def read_writable(storage: Storage, path: str, position: int, length: int) -> bytearray:
+    """``length`` bytes of a file from ``position`` (fewer when it ends first) in a new buffer the caller may change:
+    batches a replica numbers again in place arrive there straight from the store, with no copy between.
+
+    Raises:
+        FileNotFoundError: The file does not exist.
+    """
+    buffer = bytearray(length)
+    got = storage.read_into(path, position, memoryview(buffer))
+    del buffer[got:]
+    return buffer

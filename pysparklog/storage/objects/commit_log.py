@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import crc32c as _crc32c
 
 from pysparklog.errors import CorruptRecordError, StorageConflictError
-from pysparklog.storage.io import PutMode, Storage, read_if_exists
+from pysparklog.storage.io import PutMode, Storage, read_if_exists, read_writable
 
 COMMITS = "commits"
 NUMBER_DIGITS = 20
@@ -340,9 +340,10 @@ class CommitLog:
             return prefix[1][:size]
         return self._fetch_prefix(number, size)
 
-    def body_range(self, number: int, position: int, length: int) -> bytes | None:
+    def body_range(self, number: int, position: int, length: int) -> bytes | bytearray | None:
         """``length`` bytes of commit ``number``'s body from ``position``, with one ranged GET (fewer when the body
-        ends first); None when the commit does not exist. The bytes are unchecked: the CRC covers the whole body."""
+        ends first) into a buffer of the caller's; None when the commit does not exist. The bytes are unchecked: the
+        CRC covers the whole body."""
         start = self._body_starts.get(number)
         if start is None:
             if self.head(number, 0) is None:
@@ -352,7 +353,7 @@ class CommitLog:
                 return commit.body[position : position + length]
             start = self._body_starts[number]
         try:
-            return self.storage.read(self.path(number), start + position, length)
+            return read_writable(self.storage, self.path(number), start + position, length)
         except FileNotFoundError:
             return None
 

@@ -95,7 +95,7 @@ class StagedReference:
         return _REFERENCE.pack(self.position, self.length) + self.name.encode()
 
     @classmethod
-    def decode(cls, data: bytes, path: str) -> StagedReference:
+    def decode(cls, data: bytes | bytearray, path: str) -> StagedReference:
         """The reference in a staged section's bytes.
 
         Raises:
@@ -138,7 +138,7 @@ class Section:
     base_offset: int
     end_offset: int
     log_start_offset: int = NO_LOG_START
-    data: bytes = b""
+    data: bytes | bytearray = b""
 
     def reference(self, path: str) -> StagedReference:
         """Where a staged section's batches are.
@@ -221,7 +221,7 @@ class TopicCommit:
 
     def encode(self) -> bytes:
         header = self.header
-        parts = [_COUNT.pack(len(header.ends))]
+        parts: list[bytes | bytearray] = [_COUNT.pack(len(header.ends))]
         parts.extend(_END.pack(end.log_end_offset, end.log_start_offset) for end in header.ends)
         parts.append(_SHORT.pack(len(header.marks)))
         for mark in header.marks:
@@ -271,7 +271,7 @@ class SectionEntry:
     position: int
     size: int
 
-    def section(self, data: bytes) -> Section:
+    def section(self, data: bytes | bytearray) -> Section:
         return Section(self.partition, self.kind, self.base_offset, self.end_offset, self.log_start_offset, data)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
-from pysparklog.storage.io import FileSystemStorage, PosixStorage, PutMode, Storage, read_if_exists
+from pysparklog.storage.io import FileSystemStorage, PosixStorage, PutMode, Storage, read_if_exists, read_writable
 from tests.conftest import BUCKET
 from tests.storage.conftest import BACKENDS
 
@@ -34,6 +34,23 @@ def test_put_then_read_whole_and_ranges(storage: Storage) -> None:
     buffer = bytearray(6)
     assert storage.read_into(path, 7, memoryview(buffer)) == 3
     assert bytes(buffer[:3]) == b"789"
+
+
+def test_read_writable_fills_a_buffer_the_caller_may_change_and_stops_at_the_end(storage: Storage) -> None:
+    # Large enough that the store's answer arrives in many pieces, each copied to its place.
+    data = bytes(range(256)) * 20_000
+    path = storage.join("big")
+    storage.put(path, data)
+    middle = read_writable(storage, path, 1_000, 4_000_000)
+    assert isinstance(middle, bytearray) and middle == data[1_000:4_001_000]
+    middle[0] ^= 0xFF  # the caller's own copy: the file keeps its bytes
+    assert storage.read(path, 1_000, 1) == data[1_000:1_001]
+    assert read_writable(storage, path, len(data) - 5, 100) == data[-5:]
+    assert read_writable(storage, path, len(data), 10) == b""
+    assert read_writable(storage, path, len(data) + 7, 10) == b""
+    assert read_writable(storage, path, 3, 0) == b""
+    with pytest.raises(FileNotFoundError):
+        read_writable(storage, storage.join("missing"), 0, 10)
 
 
 def test_a_missing_file(storage: Storage) -> None:
