@@ -27,6 +27,7 @@ from pysparklog.storage.validator import checked_batches
 from tests.cli.test_dump_log import assert_like_kafka
 from tests.conftest import BUCKET, keyed_table, read_all
 from tests.interop.kafka_tools import DumpLogSegments
+from tests.s3_server import store_proxy
 from tests.storage.conftest import run_processes, run_with_a_poller
 from tests.storage.fault_proxy import FAULTS
 from tests.storage.test_transactions import ABORT, COMMIT, Model, Producers, check_against, plain
@@ -66,6 +67,39 @@ def test_appends_through_one_replica_are_read_through_another(remote: ObjectStor
     commits = CommitLog(remote, remote.join(chain_directory_name("t", None)))
     latest = commits.latest()
     assert latest is not None and latest.number == 1, "one commit object per append"
+
+
+#: A round trip long enough that a replica following many commits is still fetching when its first ones are read.
+_SLOW_ROUND_TRIP_MS = 100
+
+
+def test_a_replica_far_behind_hands_on_its_first_records_while_it_still_follows(
+    s3_endpoint: str, remote: ObjectStorage, tmp_path: Path
+) -> None:
+    """A partition's first read on a host (a Spark task's) gets the records of the commits applied so far while the
+    next ones are fetched: it does not wait for the last. Stopping the read stops the follow."""
+    writer = _open(remote, tmp_path / "writer")
+    commits, records = 24, 30
+    for i in range(commits):
+        writer.append_arrow(keyed_table(records, start=i * records))
+    end = commits * records
+    with store_proxy(s3_endpoint, tmp_path / "proxy.log", delay_ms=_SLOW_ROUND_TRIP_MS) as proxy:
+        slow = _storage(str(tmp_path / "logs"), proxy.endpoint)
+        reader = _open(slow, tmp_path / "reader", segment_bytes=8 * 1024)  # rolling while it is read
+        batches = reader.read_arrow(0, end)
+        first = next(batches)
+        assert first.column("offset")[0].as_py() == 0
+        assert reader.local.view().log_end_offset < end, "the first records came before the follow ended"
+        rest = list(batches)
+        offsets = pa.Table.from_batches([first, *rest]).column("offset").to_pylist()
+        assert offsets == list(range(end))
+        assert reader.local.view().log_end_offset == end and len(reader.local.view().segment_bases) > commits // 4
+
+        stopped = _open(slow, tmp_path / "stopped")
+        head = stopped.read_arrow(0, records)
+        assert [b.num_rows for b in head] == [records]
+        assert stopped.local.view().log_end_offset < end, "a read of the first commit stops the follow with it"
+        assert _values(stopped) == keyed_table(end).column("value").to_pylist(), "a later read follows the rest"
 
 
 def test_the_log_end_offset_is_known_without_following_the_commits(remote: ObjectStorage, tmp_path: Path) -> None:

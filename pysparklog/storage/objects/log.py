@@ -29,13 +29,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import queue
 import struct
+import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -45,7 +47,7 @@ import pyarrow as pa
 from pysparklog.errors import CorruptRecordError, InvalidOffsetError, PySparkLogError, StorageConflictError
 from pysparklog.storage import checkpoints
 from pysparklog.storage.config import LogConfig
-from pysparklog.storage.io import FileSystemStorage, LockedRecord, Storage, read_if_exists
+from pysparklog.storage.io import FileSystemStorage, LockedRecord, Storage, read_if_exists, read_writable
 from pysparklog.storage.log import DEFAULT_MAX_CHUNK_BYTES, PartitionLog, ReadRequest, arrow_pieces
 from pysparklog.storage.log_reads import SegmentInfo
 from pysparklog.storage.log_state import LogView
@@ -106,6 +108,70 @@ class CommitHead(NamedTuple):
 
     number: int
     body: bytes
+
+
+class _Fetched(NamedTuple):
+    """A commit fetched for a replica: its number, its time, and the replica's partition's sections in it."""
+
+    number: int
+    time_ms: int
+    sections: list[Section]
+
+
+class _Following:
+    """``follow_to(end_offset, committed)``, a generator that pauses after each step that grows a replica, run on a
+    thread of its own while the caller reads what the replica holds so far: ``wait`` returns once it grew again
+    (True) or finished (False), and raises what it raised. Leaving the context stops it after its current step."""
+
+    _FINISHED = object()
+
+    def __init__(
+        self, follow_to: Callable[[int, bool], Generator[None, None, None]], end_offset: int, committed: bool
+    ) -> None:
+        self._steps = follow_to(end_offset, committed)
+        self._news: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pysparklog-follow", daemon=True)
+        self._done = False
+
+    def _run(self) -> None:
+        try:
+            with closing(self._steps) as steps:
+                for _step in steps:
+                    self._news.put(None)
+                    if self._stop.is_set():
+                        return
+        except BaseException as error:  # handed to the reader, which raises it
+            self._news.put(error)
+        finally:
+            self._news.put(self._FINISHED)
+
+    def __enter__(self) -> _Following:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def wait(self) -> bool:
+        """Whether the replica grew since the last call (False: the follow is over). Steps that came meanwhile are
+        taken together.
+
+        Raises:
+            What the follow raised.
+        """
+        if self._done:
+            return False
+        news = [self._news.get()]
+        while not self._news.empty():
+            news.append(self._news.get())
+        for item in news:
+            if isinstance(item, BaseException):
+                self._done = True
+                raise item
+        self._done = self._FINISHED in news
+        return not self._done
 
 
 class _OutOfStep(Exception):
@@ -223,10 +289,14 @@ class ObjectPartitionLog:
 
     def follow(self) -> None:
         """Bring the replica up to the last commit."""
-        number = self._commits.last_number()
-        last = self._head_of(number) if number >= 0 else None
+        last = self._last_head()
         with self._applied.exclusive() as record:
             self._apply_through(record, last)
+
+    def _last_head(self) -> CommitHead | Commit | None:
+        """The last commit as far as following to it needs (``_head_of``); None when there is none."""
+        number = self._commits.last_number()
+        return self._head_of(number) if number >= 0 else None
 
     def _head_of(self, number: int) -> CommitHead | Commit | None:
         """Commit ``number`` as far as following to it needs (its number and its header: the start of its body, not
@@ -283,23 +353,83 @@ class ObjectPartitionLog:
             if self._unchanged(last, end):
                 record.write(_APPLIED.pack(last.number, end))
                 return end
-        for number, time_ms, sections in self._sections_between(
-            self._first_change(applied + 1, last, end), last.number
-        ):
-            for section in sections:
-                if section.base_offset != end:
-                    raise _OutOfStep(
-                        f"commit {number} starts partition {self.partition} at offset {section.base_offset}, "
-                        f"but the commits before it end it at {end}"
-                    )
-                self._apply(section, time_ms)
-                end = section.end_offset
-            if self._unchanged(last, end):  # the commits after this one up to ``last`` are other partitions'
-                record.write(_APPLIED.pack(last.number, end))
+        for fetched in self._sections_between(self._first_change(applied + 1, last, end), last.number):
+            end, done = self._apply_fetched(record, fetched, last, end)
+            if done:
                 break
-            if sections:
-                record.write(_APPLIED.pack(number, end))
         return end
+
+    def _apply_fetched(
+        self, record: LockedRecord, fetched: _Fetched, last: CommitHead | Commit, end: int
+    ) -> tuple[int, bool]:
+        """Apply one fetched commit to a replica ending at ``end`` and record it (under the replica's lock); returns
+        the log end after it, and whether the replica then holds this partition as ``last`` has it (the commits after
+        this one up to ``last`` are other partitions', and are recorded as applied too).
+
+        Raises:
+            _OutOfStep: A section does not start where the replica ends.
+        """
+        number, time_ms, sections = fetched
+        for section in sections:
+            if section.base_offset != end:
+                raise _OutOfStep(
+                    f"commit {number} starts partition {self.partition} at offset {section.base_offset}, "
+                    f"but the commits before it end it at {end}"
+                )
+            self._apply(section, time_ms)
+            end = section.end_offset
+        if self._unchanged(last, end):
+            record.write(_APPLIED.pack(last.number, end))
+            return end, True
+        if sections:
+            record.write(_APPLIED.pack(number, end))
+        return end, False
+
+    def _follow_in_steps(self) -> Generator[None, None, None]:
+        """``follow``, with the replica's lock taken for each commit applied and released between them, pausing (a
+        yield) after each commit that grew the replica: a reader far behind (the first read of a partition on a
+        host) hands on the records of the commits applied while the next ones are still on their way, rather than
+        after the last. The commits are fetched ahead as ``follow`` fetches them.
+
+        Where the replica is not simply behind (another process of the host moved it meanwhile, it must start over,
+        the commits it lacks were sealed), the rest is a ``follow`` under one lock.
+        """
+        last = self._last_head()
+        with self._applied.exclusive() as record:
+            try:
+                applied, end = self._reconciled(record)
+            except _OutOfStep:
+                applied, end = -1, -1
+            behind = (
+                end >= 0
+                and last is not None
+                and last.number > applied
+                and not self._unchanged(last, end)
+                and self._commits.head(applied + 1, PROBE_BYTES) is not None
+            )
+            first = self._first_change(applied + 1, last, end) if behind and last is not None else 0
+            state = _applied(record)
+        if behind and last is not None:
+            config = self.config
+            with closing(self._sections_between(first, last.number)) as commits:
+                for fetched in commits:
+                    with self._applied.exclusive() as record:
+                        if _applied(record) != state:  # another process of the host moved the replica meanwhile
+                            break
+                        self._following_config = config
+                        try:
+                            end, done = self._apply_fetched(record, fetched, last, end)
+                        except _OutOfStep:
+                            break
+                        finally:
+                            self._following_config = None
+                        state = _applied(record)
+                    if done:
+                        return
+                    if fetched.sections:
+                        yield
+        with self._applied.exclusive() as record:
+            self._apply_through(record, last)
 
     def _first_change(self, first: int, last: CommitHead | Commit, end: int) -> int:
         """The first of commits ``first`` to ``last`` that changes this partition, whose replica ends at ``end`` (and
@@ -320,7 +450,7 @@ class ObjectPartitionLog:
                 high = middle
         return low
 
-    def _sections_between(self, first: int, last: int) -> Iterator[tuple[int, int, list[Section]]]:
+    def _sections_between(self, first: int, last: int) -> Generator[_Fetched, None, None]:
         """This partition's sections of commits ``first`` to ``last``, in order, with each commit's time: up to
         ``_READ_AHEAD`` fetched at once ahead of the one applied, so a replica far behind waits for the store's latency
         once, not once per commit.
@@ -342,7 +472,7 @@ class ObjectPartitionLog:
                     raise CorruptRecordError(
                         f"commit {number} is missing, but commit {last} exists", file=self._commits.path(number)
                     )
-                yield number, *found
+                yield _Fetched(number, *found)
 
     def _sections_in(self, number: int) -> tuple[int, list[Section]] | None:
         """Commit ``number``'s time and this partition's sections (None: the commit does not exist): the commit read
@@ -503,7 +633,7 @@ class ObjectPartitionLog:
             source = self._staged_path(body)
             buf, entries = self._staged_batches(body, source, time_ms)
         else:
-            buf = np.frombuffer(bytearray(body.data), dtype=np.uint8)  # writable: the replica numbers it again
+            buf = _writable(body.data)
             entries = scan(buf, file=source)
             verify_crcs(buf, entries, file=source)
         whole = len(entries) and int(entries.positions[-1] + entries.sizes[-1]) == len(buf)
@@ -533,7 +663,7 @@ class ObjectPartitionLog:
         """
         reference = section.reference(staged)
         try:
-            data = self.remote.read(staged, reference.position, reference.length)
+            data = read_writable(self.remote, staged, reference.position, reference.length)
         except FileNotFoundError:
             raise _OutOfStep(f"the staged object {staged} is gone") from None
         if len(data) != reference.length:
@@ -541,7 +671,7 @@ class ObjectPartitionLog:
                 f"the staged object holds {len(data)} bytes at {reference.position}, not {reference.length}",
                 file=staged,
             )
-        buf = np.frombuffer(bytearray(data), dtype=np.uint8)
+        buf = _writable(data)
         entries = scan(buf, file=staged)
         verify_crcs(buf, entries, file=staged)
         if entries.has_producers:
@@ -608,26 +738,54 @@ class ObjectPartitionLog:
         if request.end_offset is None:
             self.follow()
         elif not self._holds(request.end_offset, request.committed):
-            self._follow_to(request.end_offset, request.committed)
+            yield from self._read_while_following(request, request.end_offset)
+            return
         yield from self._replica.read_checked(request)
 
-    def _follow_to(self, end_offset: int, committed: bool) -> None:
-        """Bring the replica far enough to hold ``end_offset``: the commits after the last one this process knows of,
-        read one at a time, stopping at the first that gets it there (a Spark task reading the range its driver
-        planned reads the new commit, and does not probe past it); past a few, a full follow."""
-        with self._applied.exclusive() as record:
-            for _step in range(_FOLLOW_TO_STEPS):
+    def _read_while_following(self, request: ReadRequest, end_offset: int) -> Iterator[pa.RecordBatch]:
+        """A read of a range the replica does not hold yet: ``_follow_to`` runs on a thread of its own, and each time
+        it has grown the replica the part of the range the replica holds is read here. The records of a replica far
+        behind (a partition's first read on a host) thus reach the reader (a Spark task decoding them, its JVM
+        consuming them) while the next commits are fetched and written to the replica, not after the last. A read
+        from the log start waits for the whole follow, as the log start may still rise.
+
+        Raises:
+            The errors of ``follow`` and of ``PartitionLog.read_arrow``.
+        """
+        position = request.start_offset
+        with _Following(self._follow_to, end_offset, request.committed) as following:
+            while following.wait():
+                if position is None:
+                    continue
+                upto = min(self._replica.view().log_end_offset, end_offset)
+                if position >= upto:
+                    continue
+                for batch in self._replica.read_checked(request._replace(start_offset=position, end_offset=upto)):
+                    position = int(batch.column("offset")[-1].as_py()) + 1
+                    yield batch
+                if position >= end_offset:
+                    return
+        yield from self._replica.read_checked(request._replace(start_offset=position))
+
+    def _follow_to(self, end_offset: int, committed: bool) -> Generator[None, None, None]:
+        """Bring the replica far enough to hold ``end_offset``, pausing (a yield, the replica's lock released) after
+        each step that grew it: the commits after the last one this process knows of, read one at a time, stopping
+        at the first that gets it there (a Spark task reading the range its driver planned reads the new commit, and
+        does not probe past it); past a few, a full follow in steps (``_follow_in_steps``)."""
+        for _step in range(_FOLLOW_TO_STEPS):
+            with self._applied.exclusive() as record:
                 # Past what this process knows of the chain and what the replica holds (another process of the host
                 # may have brought it further).
                 known = max(self._commits.known_number, _applied(record)[0])
                 head = self._commits.head(known + 1, self._head_bytes) if known >= 0 else None
-                if head is None:
-                    break
-                following = CommitHead(known + 1, head)
-                self._apply_through(record, following)
-                if self._holds(end_offset, committed):
-                    return
-        self.follow()
+                if head is not None:
+                    self._apply_through(record, CommitHead(known + 1, head))
+            if head is None:
+                break
+            if self._holds(end_offset, committed):
+                return
+            yield
+        yield from self._follow_in_steps()
 
     def _holds(self, end_offset: int, committed: bool) -> bool:
         """Whether the replica already holds every record below ``end_offset`` (stable ones, for ``committed``):
@@ -1178,6 +1336,12 @@ def _commit_together(
         outcomes[index] = p.outcome
     if commit is not None:
         first._seal_when_due(commit.number)
+
+
+def _writable(data: bytes | bytearray) -> np.ndarray:
+    """Batches as an array the replica may number again in place: a buffer fetched for it as it is, bytes (a commit
+    kept whole, shared with other readers of it) copied."""
+    return np.frombuffer(data if isinstance(data, bytearray) else bytearray(data), dtype=np.uint8)
 
 
 def _applied(record: LockedRecord) -> tuple[int, int]:
