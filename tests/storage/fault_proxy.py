@@ -25,7 +25,8 @@ Standard about 20, S3 Express about 5), bills every request and sometimes fails.
 
 The proxy keeps clients' connections alive and forwards each client connection's requests on one connection
 of its own to the server, opened again only when the server closed it. Its replies are buffered, headers and
-body leaving in one write, and sent with ``TCP_NODELAY``: a reply written as headers then body with Nagle's
+body leaving in one write (a body over 1 MiB follows its headers as the server sends it), and sent with
+``TCP_NODELAY``: a reply written as headers then body with Nagle's
 algorithm on waited for the client's delayed ACK, about 40 ms per request on a kept-alive connection. Loops of
 300 small GETs (100-byte objects) by obstore on one connection, on the 2-core machine, took p50 1.8-2.0 ms
 straight to moto and 2.3-2.6 ms through this proxy with no delay: about half a millisecond per request, a
@@ -56,6 +57,8 @@ _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer",
 # A connection to the server that it closed while idle fails the next request with one of these, before the
 # server read it: that request is sent again on a new connection.
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+#: The pieces a large reply's body is relayed in.
+_RELAY_CHUNK = 1024 * 1024
 
 
 class _Recorder:
@@ -106,7 +109,7 @@ class _Proxy(BaseHTTPRequestHandler):
                 return None
             return self.rng.choice(FAULTS)
 
-    def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
+    def _forward(self, body: bytes) -> http.client.HTTPResponse:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         reused = self._upstream is not None
         if self._upstream is None:
@@ -120,7 +123,7 @@ class _Proxy(BaseHTTPRequestHandler):
                 raise
             self._upstream.request(self.command, self.path, body=body, headers=headers)
             response = self._upstream.getresponse()
-        return response.status, response.reason, response.getheaders(), response.read()
+        return response
 
     def _handle(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -144,18 +147,20 @@ class _Proxy(BaseHTTPRequestHandler):
             time.sleep(half_round_trip)
             self._reply(503, "Slow Down", [], b"<Error><Code>SlowDown</Code></Error>")
             return
-        status, reason, headers, payload = self._forward(body)
+        response = self._forward(body)
         time.sleep(half_round_trip)
         if fault == "500 after":
+            response.read()
             self.recorder.add(*record, 500)
             self._reply(500, "Internal Error", [], b"<Error><Code>InternalError</Code></Error>")
         elif fault == "dropped":
+            response.read()
             self.recorder.add(*record, None)
             self.close_connection = True
             self.connection.close()
         else:
-            self.recorder.add(*record, status)
-            self._reply(status, reason, headers, payload)
+            self.recorder.add(*record, response.status)
+            self._relay(response)
 
     def _requests(self, query: str) -> None:
         """Answer a request for the recorded requests: the list (GET) or forgetting it (DELETE)."""
@@ -169,20 +174,37 @@ class _Proxy(BaseHTTPRequestHandler):
         else:
             self._reply(405, "Method Not Allowed", [], b"")
 
+    def _relay(self, response: http.client.HTTPResponse) -> None:
+        """Answer with the server's reply: a small one buffered whole (``_reply``); a large body of known length
+        streamed in ``_RELAY_CHUNK`` pieces as the server sends it, as a store sends a large object's bytes once its
+        first byte's round trip has passed, rather than held until it is whole and copied once more."""
+        length = response.getheader("Content-Length")
+        if self.command == "HEAD" or length is None or int(length) <= _RELAY_CHUNK:
+            self._reply(response.status, response.reason, response.getheaders(), response.read())
+            return
+        self._head(response.status, response.reason, response.getheaders(), int(length))
+        self.wfile.flush()
+        chunk = bytearray(_RELAY_CHUNK)
+        while got := response.readinto(chunk):
+            self.wfile.write(memoryview(chunk)[:got])
+
     def _reply(self, status: int, reason: str, headers: list[tuple[str, str]], payload: bytes) -> None:
         """Answer, headers and body buffered together in ``wfile``, which the base class flushes after the request."""
-        self.send_response(status, reason)
-        # A HEAD's reply has no body but the object's length, which is what the client asks it for.
-        length = str(len(payload))
-        for key, value in headers:
-            if key.lower() == "content-length":
-                length = value if self.command == "HEAD" else length
-            elif key.lower() not in _HOP_BY_HOP:
-                self.send_header(key, value)
-        self.send_header("Content-Length", length)
-        self.end_headers()
+        self._head(status, reason, headers, len(payload))
         if self.command != "HEAD":
             self.wfile.write(payload)
+
+    def _head(self, status: int, reason: str, headers: list[tuple[str, str]], length: int) -> None:
+        """The status line and headers of a reply whose body is ``length`` bytes."""
+        self.send_response(status, reason)
+        # A HEAD's reply has no body but the object's length, which is what the client asks it for.
+        for key, value in headers:
+            if key.lower() == "content-length":
+                length = int(value) if self.command == "HEAD" else length
+            elif key.lower() not in _HOP_BY_HOP:
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
