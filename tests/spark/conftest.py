@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,32 @@ def start(
     query = writer.start()
     queries.append(query)
     return query
+
+
+#: How long a query may stand still (the same status, no new progress) before waiting for its end fails.
+STILL_SECONDS = 240.0
+
+
+def await_end(query: StreamingQuery, still_seconds: float = STILL_SECONDS) -> None:
+    """Wait for a query that ends by itself (``availableNow``, or failing) to end, raising its failure as
+    ``awaitTermination`` does: as long as it keeps changing (its status message, whether a trigger runs, its last
+    progress), however long a loaded machine makes it take, and no longer than ``still_seconds`` without a change.
+    A query still initializing its sources on a machine running many Spark processes is slow, not stuck.
+
+    Raises:
+        StreamingQueryException: The query failed.
+        AssertionError: It stood still for ``still_seconds``.
+    """
+    seen: tuple[object, ...] = ()
+    changed = time.monotonic()
+    while not query.awaitTermination(1):
+        status, progress = query.status, query.lastProgress
+        last = (progress["batchId"], progress["timestamp"]) if progress is not None else None
+        state = (status["message"], status["isTriggerActive"], last)
+        if state != seen:
+            seen, changed = state, time.monotonic()
+        elif time.monotonic() - changed > still_seconds:
+            raise AssertionError(f"the query stood still for {still_seconds:.0f} s: {status}")
 
 
 def end_offsets(query: StreamingQuery) -> list[str]:

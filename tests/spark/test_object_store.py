@@ -18,7 +18,7 @@ from pysparklog.storage.transaction_index import READ_COMMITTED
 from pysparklog.transactions import TransactionCoordinator
 from tests.conftest import BUCKET, s3_storage_options
 from tests.s3_server import ENVIRONMENT
-from tests.spark.conftest import BatchCollector, make_topic, start, stream
+from tests.spark.conftest import BatchCollector, await_end, make_topic, start, stream
 from tests.spark.sink_job import INPUT, OUTPUT, STORAGE_OPTIONS_ENV
 from tests.spark.test_sink_recovery import (
     assert_exits_cleanly,
@@ -64,7 +64,7 @@ def test_a_stream_with_a_group_id_and_a_rate_limit_on_an_object_store(
         sink := BatchCollector(),
         availableNow=True,
     )
-    assert query.awaitTermination(120)
+    await_end(query)
     assert sorted(sink.rows()) == sorted([("t", 0, o) for o in range(7)] + [("t", 1, o) for o in range(5)])
     assert len(sink.batches) == 3, "maxOffsetsPerTrigger admits 5 records a micro-batch"
     with OffsetStore(url) as store:

@@ -38,7 +38,7 @@ from pysparklog.storage.records.arrow_records import decode_entries
 from pysparklog.storage.records.memory_records import as_uint8, scan
 from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
 from pysparklog.transactions import TransactionCoordinator, TransactionState
-from tests.spark.conftest import make_topic, stream
+from tests.spark.conftest import await_end, make_topic, stream
 
 with warnings.catch_warnings():  # kafka-python's import uses a deprecated importlib call
     warnings.simplefilter("ignore")
@@ -138,7 +138,8 @@ def test_stream_round_trip_commits_every_micro_batch_once(
         .start(str(tmp_path / "logs"))
     )
     queries.append(query)
-    assert query.awaitTermination(120) and query.exception() is None
+    await_end(query)
+    assert query.exception() is None
     batches = len([p for p in query.recentProgress if p["numInputRows"]])
     assert batches == 4  # 100 records, 30 a trigger
 
@@ -242,7 +243,8 @@ def test_complete_mode_appends_the_whole_result_and_update_mode_is_refused(
         .start(str(tmp_path / "logs"))
     )
     queries.append(query)
-    assert query.awaitTermination(120) and query.exception() is None
+    await_end(query)
+    assert query.exception() is None
     written = _records(logs, "counts")
     pairs = sorted(zip(written.column("key").to_pylist(), written.column("value").to_pylist(), strict=True))
     assert pairs == sorted((even, str(n).encode()) for even in (b"false", b"true") for n in (5, 10, 15))
@@ -325,7 +327,7 @@ def test_read_committed_never_sees_an_aborted_micro_batch_and_a_restart_writes_i
         return query
 
     first = run()
-    assert first.awaitTermination(120)
+    await_end(first)
     assert first.exception() is None
     assert _values(logs, "out") == values[:300] == _values(logs, "out", READ_UNCOMMITTED)
 
@@ -334,7 +336,7 @@ def test_read_committed_never_sees_an_aborted_micro_batch_and_a_restart_writes_i
     marker.write_text(str(out_log.stat().st_size))
     failed = run()
     with pytest.raises(StreamingQueryException, match="injected failure"):
-        failed.awaitTermination(120)
+        await_end(failed)
     assert _values(logs, "out") == values[:300]  # read_committed: only the committed batch
     uncommitted = _values(logs, "out", READ_UNCOMMITTED)
     assert len(uncommitted) > 300  # the failed batch's appended rows are in the log, aborted
@@ -343,7 +345,8 @@ def test_read_committed_never_sees_an_aborted_micro_batch_and_a_restart_writes_i
 
     marker.unlink()
     again = run()
-    assert again.awaitTermination(120) and again.exception() is None
+    await_end(again)
+    assert again.exception() is None
     assert _values(logs, "out") == values  # each once
 
 

@@ -25,7 +25,7 @@ from pysparklog.cli.main import main as cli
 from pysparklog.offsets import OffsetStore
 from pysparklog.storage.records.default_records import ControlRecordType
 from pysparklog.structs import TopicPartition
-from tests.spark.conftest import TS, BatchCollector, append, end_offsets, make_topic, start, stream
+from tests.spark.conftest import TS, BatchCollector, append, await_end, end_offsets, make_topic, start, stream
 from tests.spark.test_source_batch import end_transaction, transaction, transactions
 
 pytestmark = pytest.mark.spark
@@ -40,6 +40,26 @@ def offsets(topic: str, partition: int, first: int, end: int) -> list[tuple[str,
 
 #: Both ways a micro-batch is read: by the driver while Spark plans it (small ones, by default), or by tasks.
 READ_PATHS = pytest.mark.parametrize("driver_read_max_offsets", ["10000", "0"], ids=["driver-read", "task-read"])
+
+
+def test_waiting_for_a_query_to_end_fails_once_it_stands_still_however_long_it_ran(
+    spark: SparkSession, tmp_path: Path, queries: list[StreamingQuery]
+) -> None:
+    """The tests wait for a query's end on its state, not on a wall-clock limit (a loaded machine makes a query slow,
+    not stuck): one that runs its first trigger and then waits an hour for the next stands still, and the wait says
+    so instead of hanging."""
+    make_topic(tmp_path / "logs", "t", [3])
+    sink = BatchCollector()
+    query = start(
+        queries,
+        stream(spark, tmp_path / "logs", subscribe="t", startingOffsets="earliest").load(),
+        tmp_path / "ckpt",
+        sink,
+        processingTime="1 hour",
+    )
+    with pytest.raises(AssertionError, match="stood still for 3 s"):
+        await_end(query, still_seconds=3)
+    assert query.isActive and sink.batches == {0: offsets("t", 0, 0, 3)}
 
 
 @READ_PATHS
@@ -58,7 +78,7 @@ def test_available_now_with_max_offsets_runs_three_batches_then_stops(
         driverReadMaxOffsets=driver_read_max_offsets,
     ).load()
     query = start(queries, df, tmp_path / "ckpt", sink, availableNow=True)
-    assert query.awaitTermination(120)
+    await_end(query)
     assert query.exception() is None
     assert sink.batches == {
         0: offsets("t", 0, 0, 5),
@@ -87,7 +107,7 @@ def test_max_offsets_are_split_over_partitions_by_backlog(
     assert sink.rows() == offsets("t", 0, 0, 101) + offsets("t", 1, 0, 11) + offsets("t", 2, 0, 1)
     once = BatchCollector()
     query = start(queries, stream(spark, logs, **options).load(), tmp_path / "once", once, once=True)
-    assert query.awaitTermination(120)
+    await_end(query)
     assert once.sizes() == [113]
 
 
@@ -229,7 +249,7 @@ def test_starting_timestamps_with_both_strategies(
     failing = stream(spark, path, subscribe="t", startingOffsetsByTimestamp=by_partition).load()
     query = start(queries, failing, tmp_path / "error", BatchCollector(), availableNow=True)
     with pytest.raises(StreamingQueryException, match="No offset matched from request of topic-partition t-1"):
-        query.awaitTermination(120)
+        await_end(query)
     sink = BatchCollector()
     latest = stream(
         spark, path, subscribe="t", startingOffsetsByTimestamp=by_partition, startingOffsetsByTimestampStrategy="latest"
@@ -243,7 +263,7 @@ def test_starting_timestamps_with_both_strategies(
     everywhere = BatchCollector()
     one = stream(spark, path, subscribe="t", startingTimestamp=str(TS + 2)).load()
     query = start(queries, one, tmp_path / "global", everywhere, availableNow=True)
-    assert query.awaitTermination(120)
+    await_end(query)
     assert everywhere.rows() == offsets("t", 0, 2, 6) + offsets("t", 1, 2, 4)
 
 
@@ -275,7 +295,7 @@ def test_bad_options_fail_the_query_at_its_start(
         return
     query = start(queries, df, tmp_path / "ckpt", sink)
     with pytest.raises(StreamingQueryException, match=message) as failure:
-        query.awaitTermination(120)
+        await_end(query)
     # The query's error is ours, not PySpark's UnboundLocalError with ours buried in its context.
     assert "UnboundLocalError" not in str(failure.value)
     assert sink.batches == {}
@@ -288,7 +308,7 @@ def test_a_path_that_is_no_log_directory_fails_the_query_naming_it(
     df = stream(spark, tmp_path / "nowhere", subscribe="t").load()
     query = start(queries, df, tmp_path / "ckpt", BatchCollector())
     with pytest.raises(StreamingQueryException, match="is not a log directory: it does not exist") as failure:
-        query.awaitTermination(120)
+        await_end(query)
     assert "UnboundLocalError" not in str(failure.value)
 
 
@@ -347,7 +367,7 @@ def test_with_a_group_id_the_groups_offsets_follow_the_query(
         spark, tmp_path / "logs", subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger="5", group_id="g"
     ).load()
     query = start(queries, df, tmp_path / "ckpt", BatchCollector(), availableNow=True)
-    assert query.awaitTermination(120)
+    await_end(query)
     last = json.loads(end_offsets(query)[-1])
     assert last == {"t": {"0": 7, "1": 5}}
     with OffsetStore(logs) as store:
@@ -367,7 +387,7 @@ def test_with_a_group_id_the_groups_offsets_follow_the_query(
     sink = BatchCollector()
     again = stream(spark, tmp_path / "logs", subscribe="t", group_id="g").load()
     query = start(queries, again, tmp_path / "ckpt2", sink, availableNow=True)
-    assert query.awaitTermination(120)
+    await_end(query)
     assert sink.rows() == offsets("t", 1, 5, 7)
 
 
