@@ -16,8 +16,9 @@ A copy of a broker's ``__consumer_offsets`` reads here, and Kafka's tools (``kaf
 * **Records**: key ``OffsetCommitKey`` v1 (group, topic, partition), value ``OffsetCommitValue`` v3
   (offset, leader epoch, metadata, commit timestamp), record timestamp = commit timestamp, no producer id,
   uncompressed (``offsets.topic.compression.codec`` = none), as Kafka 4's group coordinator writes them. A null
-  value (tombstone) deletes the offset. Reading also accepts key v0 and values v0 to v4, and skips every other
-  record type a broker writes there (``GroupMetadataKey`` v2, the consumer and share group records of KIP-848).
+  value (tombstone) deletes the offset. Reading also accepts key v0 and values v0 to v4, takes the generation of
+  ``GroupMetadataKey`` v2 records (below), and skips every other record type a broker writes there (the consumer
+  and share group records of KIP-848).
 * **One commit is one record batch**, whatever the number of partitions: readers see all of it or none of it,
   and concurrent commits by any number of processes are serialised by the partition's append lock, so none is
   lost. A commit whose batch exceeds the topic's ``max.message.bytes`` is refused whole, as a broker refuses it.
@@ -1067,7 +1068,7 @@ class OffsetStore:
                     )
                 deleted = self.delete(group_id)
                 if self.recorded_generation(group_id) >= 0:
-                    # The group starts again at generation 0: its old generations must not fence its commits.
+                    # As a broker's DeleteGroups: the group's metadata record goes with its offsets.
                     self._append(group_id, [encode_group_metadata_key(group_id)], [None], int(time.time() * 1000))
             coordinator = GroupCoordinator(self._log_dir, group_id)
             try:

@@ -185,3 +185,12 @@ def test_an_append_conditional_on_the_log_end_appends_nothing_once_another_appen
     again = pa.table({"value": pa.array([b"decided again"], pa.binary())})
     info = first.append_arrow(again, expected_end_offset=read_end + 1)
     assert info.first_offset == read_end + 1
+
+
+def test_deleting_a_group_forgets_its_recorded_generation(root: str) -> None:
+    logs = LogDirectory(root)
+    with OffsetStore(logs) as store:
+        store.commit("g", {PARTITION: OffsetAndMetadata(9)}, generation=4)
+        assert store.delete_group("g") == [PARTITION]
+    with OffsetStore(logs) as reader:
+        assert reader.recorded_generation("g") == -1 and reader.committed("g") == {}
