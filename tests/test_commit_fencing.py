@@ -28,7 +28,7 @@ from pysparklog.offsets import (
 from pysparklog.storage.objects.lease import LEASE_MS_VARIABLE
 from tests.conftest import BUCKET
 from tests.interop.kafka_tools import DumpLogSegments
-from tests.test_coordinators_on_object_storage import _wait_until_stopped
+from tests.test_stalled_metadata_writers import wait_until_stopped
 
 PARTITION = TopicPartition("t", 0)
 SESSION_TIMEOUT_MS = 1000
@@ -93,7 +93,7 @@ def test_a_member_stalled_after_its_ownership_check_never_commits_over_the_new_o
     newer_generation: list[int] = []
     newer = threading.Thread(target=lambda: newer_generation.append(_join_and_commit(root, 100)))
     try:
-        _wait_until_stopped(holder)
+        wait_until_stopped(holder)
         time.sleep(SESSION_TIMEOUT_MS / 1000 + 0.2)  # the stalled member's session has run out
         newer.start()
         newer.join(3 * int(LEASE_MS) / 1000)

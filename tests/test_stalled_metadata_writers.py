@@ -2,8 +2,7 @@
 longer than its lease, while another process changes the same state: on the object store the other takes the lease
 over and writes, and the resumed holder's write fails with ``MetadataChangedError``, changing nothing; on a
 filesystem the ``flock`` holds, so the other waits until the stopped holder resumes and finishes. Either way the
-newer change is what stands. (Transactions: ``test_coordinators_on_object_storage``; committed offsets, which are
-appends rather than files: ``test_commit_fencing``.)"""
+newer change is what stands. (Committed offsets, which are appends rather than files: ``test_commit_fencing``.)"""
 
 from __future__ import annotations
 
@@ -11,25 +10,37 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pysparklog import LogDirectory
+from pysparklog import LogDirectory, TopicPartition
 from pysparklog.errors import MetadataChangedError
 from pysparklog.group import GroupCoordinator, JoinRequest, describe_group
 from pysparklog.spark.sink import SinkCommitLog
 from pysparklog.storage.io import versioned
 from pysparklog.storage.objects.lease import LEASE_MS_VARIABLE
 from pysparklog.storage.producer_ids import allocate_producer_id
+from pysparklog.transactions import TransactionCoordinator, TransactionState
 from tests.conftest import BUCKET
-from tests.test_coordinators_on_object_storage import _wait_until_stopped
 
 pytestmark = pytest.mark.slow
 
 LEASE_MS = 1000
+
+
+def wait_until_stopped(process: multiprocessing.process.BaseProcess) -> None:
+    """Wait until ``process`` has stopped itself (its state in /proc is T), failing if it ended instead."""
+    assert process.pid is not None
+    while True:
+        assert process.is_alive(), f"the holder ended (exit code {process.exitcode}) before it stopped"
+        with open(f"/proc/{process.pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.01)
 
 
 def _join(logs: LogDirectory, client_id: str) -> object:
@@ -54,6 +65,34 @@ def _decide(batch_id: int) -> Callable[[LogDirectory], object]:
     return lambda logs: SinkCommitLog(logs, "sink").commit("query", batch_id, [])
 
 
+def _open_transaction(logs: LogDirectory) -> None:
+    coordinator = TransactionCoordinator(logs)
+    coordinator.add_partitions("tx", coordinator.init_producer_id("tx", 60_000), [TopicPartition("t", 0)])
+    coordinator.close()
+
+
+def _commit_open_transaction(logs: LogDirectory) -> None:
+    coordinator = TransactionCoordinator(logs)
+    meta = coordinator.describe("tx")
+    assert meta is not None
+    coordinator.end_transaction("tx", meta.session, commit=True)
+    coordinator.close()
+
+
+def _commit_in_a_new_session(logs: LogDirectory) -> None:
+    """What a restarted producer does: its init_producer_id fences the open transaction (aborting it if still
+    open), then it commits one of its own."""
+    coordinator = TransactionCoordinator(logs)
+    coordinator.end_transaction("tx", coordinator.init_producer_id("tx", 60_000), commit=True)
+    coordinator.close()
+
+
+def _transaction_state(logs: LogDirectory) -> object:
+    meta = TransactionCoordinator(logs).describe("tx")
+    assert meta is not None
+    return meta.state, meta.producer_epoch
+
+
 def _last_decision(logs: LogDirectory) -> object:
     decision = SinkCommitLog(logs, "sink").read()
     assert decision is not None
@@ -71,6 +110,7 @@ class Kind:
     state: Callable[[LogDirectory], object]
     after_refusal: object
     after_both: object
+    prepare: Callable[[LogDirectory], object] = lambda logs: None
 
 
 KINDS = {
@@ -96,6 +136,14 @@ KINDS = {
         2,
     ),
     "sink decisions": Kind(_decide(0), _decide(1), _last_decision, 1, 1),
+    "transactions": Kind(
+        _commit_open_transaction,
+        _commit_in_a_new_session,
+        _transaction_state,
+        (TransactionState.COMPLETE_COMMIT, 2),  # the open one aborted at epoch 1, fencing the stalled session
+        (TransactionState.COMPLETE_COMMIT, 1),
+        _open_transaction,
+    ),
 }
 
 
@@ -130,13 +178,14 @@ def test_a_holder_stopped_past_its_lease_never_writes_over_a_newer_change(
         request.getfixturevalue("s3_endpoint")
     root = f"s3://{BUCKET}{tmp_path}/logs" if backend == "s3" else str(tmp_path / "logs")
     LogDirectory(root).topics.create("t", 1)
+    KINDS[kind].prepare(LogDirectory(root))
     context = multiprocessing.get_context("spawn")  # a forked child would inherit obstore's runtime without threads
     outcome: multiprocessing.Queue[str] = context.Queue()
     holder = context.Process(target=_change_stopped_before_its_write, args=(kind, root, outcome))
     holder.start()
     newer = threading.Thread(target=KINDS[kind].newer, args=(LogDirectory(root),))
     try:
-        _wait_until_stopped(holder)
+        wait_until_stopped(holder)
         newer.start()
         newer.join(3 * LEASE_MS / 1000)
         waited = newer.is_alive()
