@@ -727,12 +727,12 @@ class OffsetStore:
         )
         for key, value, offset in records:
             try:
-                generation_of = decode_group_metadata_key(key)
-                if generation_of is not None:
+                metadata_group = decode_group_metadata_key(key)
+                if metadata_group is not None:
                     if value is None:
-                        state.generations.pop(generation_of, None)
+                        state.generations.pop(metadata_group, None)
                     else:
-                        state.generations[generation_of] = decode_group_metadata_generation(value)
+                        state.generations[metadata_group] = decode_group_metadata_generation(value)
                     continue
                 decoded = decode_offset_commit_key(key)
                 if decoded is None:
@@ -827,9 +827,10 @@ class OffsetStore:
     def recorded_generation(self, group_id: str) -> int:
         """The latest generation of a group that its partition records (-1: none)."""
         _check_group_id(group_id)
+        partition = self.partition_for(group_id)
         with self._mutex:
-            self._refresh(self.partition_for(group_id))
-            return self._partitions[self.partition_for(group_id)].generations.get(group_id, -1)
+            self._refresh(partition)
+            return self._partitions[partition].generations.get(group_id, -1)
 
     def commit_as(
         self,
