@@ -654,8 +654,7 @@ class Consumer:
             member = None
             coordinator = made = GroupCoordinator(self.log_dir, group_id)
         try:
-            with coordinator.owning(member, offsets):
-                self._offsets.commit(group_id, offsets)
+            self._offsets.commit_as(coordinator, member, offsets)
         finally:
             if made is not None:
                 made.close()

@@ -507,8 +507,7 @@ class PySparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return
         coordinator = GroupCoordinator(self._logs, self.options.group_id)
         try:
-            with coordinator.owning(None, offsets):
-                store.commit(self.options.group_id, {tp: OffsetAndMetadata(o) for tp, o in offsets.items()})
+            store.commit_as(coordinator, None, {tp: OffsetAndMetadata(o) for tp, o in offsets.items()})
         finally:
             coordinator.close()
 

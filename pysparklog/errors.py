@@ -142,6 +142,12 @@ class MetadataChangedError(StorageConflictError):
     be run again, and then reads the newer state."""
 
 
+class LogEndChangedError(StorageConflictError):
+    """An append conditional on the log end (``append_arrow(..., expected_end_offset=...)``) found records appended
+    after the end its caller read: the caller's decision rests on a state that is no longer the latest. Nothing was
+    appended; read what was appended since and decide again."""
+
+
 class DataLossError(PySparkLogError):
     """Offsets a query was to read are gone (retention, delete-records, a deleted topic or partition)
     and ``failOnDataLoss`` is true, Spark's Kafka source's default."""

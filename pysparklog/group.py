@@ -279,6 +279,14 @@ class GroupCoordinator:
         return _Group() if data is None else _Group.decode(data, self.path)
 
     @contextmanager
+    def _locked(self) -> Iterator[tuple[_Group, VersionedFile]]:
+        """The group's state under the lock, with the version it was read at, which any write is conditional on."""
+        self._storage.make_directory(self._storage.join())
+        with self._lock.exclusive():
+            stored = VersionedFile.read(self._storage, self.path)
+            yield self._decode(stored.data), stored
+
+    @contextmanager
     def _transaction(self) -> Iterator[_Group]:
         """The group's state under the lock, written back when the block ends without an error.
 
@@ -286,10 +294,7 @@ class GroupCoordinator:
             MetadataChangedError: Another process changed the state meanwhile (this one's lock lapsed); nothing
                 was written.
         """
-        self._storage.make_directory(self._storage.join())
-        with self._lock.exclusive():
-            stored = VersionedFile.read(self._storage, self.path)
-            group = self._decode(stored.data)
+        with self._locked() as (group, stored):
             before = group.encode()
             yield group
             after = group.encode()
@@ -401,19 +406,26 @@ class GroupCoordinator:
             yield
 
     @contextmanager
-    def owning(self, member_id: str | None, partitions: Iterable[TopicPartition]) -> Iterator[None]:
-        """Hold the group still while the caller commits offsets of ``partitions``.
+    def owning(
+        self, member_id: str | None, partitions: Iterable[TopicPartition], recorded_generation: int = -1
+    ) -> Iterator[int]:
+        """Hold the group still while the caller commits offsets of ``partitions``; yields the generation the
+        commit is made in, which the offsets' append checks (``OffsetStore.commit``).
 
         A member may commit only partitions it owns in the current generation; a consumer outside
         the group (``member_id`` None, with manually assigned partitions) only while the group has
         no live members, as Kafka accepts such commits only for an empty group.
 
+        ``recorded_generation`` is the latest generation of the group that ``__consumer_offsets`` records. A
+        group's generation never falls below it: a copy of a broker's topic records the broker's generations, and
+        a group whose state started here again would otherwise have every commit refused as from an older one.
+
         Raises:
             CommitFailedError: The member no longer owns one of the partitions, or was removed.
+            MetadataChangedError: The group's state changed while the lock was held (it lapsed).
         """
         now = self._clock()
-        with self.frozen():
-            group = self._read()
+        with self._locked() as (group, stored):
             live = {mid for mid, m in group.members.items() if now - m.last_heartbeat_ms <= m.session_timeout_ms}
             if member_id is None:
                 if live:
@@ -429,7 +441,10 @@ class GroupCoordinator:
                         + ("was removed from the group" if member_id not in live else f"no longer owns {lost}")
                         + "; a rebalance moved its partitions, so another member consumes them from the last commit"
                     )
-            yield
+            if recorded_generation > group.generation:
+                group.generation = recorded_generation
+                stored.write(group.encode())
+            yield group.generation
 
     def describe(self) -> GroupDescription | None:
         """The group's members now (members whose session timed out are left out), or None when the

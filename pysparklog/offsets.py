@@ -16,11 +16,22 @@ A copy of a broker's ``__consumer_offsets`` reads here, and Kafka's tools (``kaf
 * **Records**: key ``OffsetCommitKey`` v1 (group, topic, partition), value ``OffsetCommitValue`` v3
   (offset, leader epoch, metadata, commit timestamp), record timestamp = commit timestamp, no producer id,
   uncompressed (``offsets.topic.compression.codec`` = none), as Kafka 4's group coordinator writes them. A null
-  value (tombstone) deletes the offset. Reading also accepts key v0 and values v0 to v4, and skips every other
-  record type a broker writes there (``GroupMetadataKey`` v2, the consumer and share group records of KIP-848).
+  value (tombstone) deletes the offset. Reading also accepts key v0 and values v0 to v4, takes the generation of
+  ``GroupMetadataKey`` v2 records (below), and skips every other record type a broker writes there (the consumer
+  and share group records of KIP-848).
 * **One commit is one record batch**, whatever the number of partitions: readers see all of it or none of it,
   and concurrent commits by any number of processes are serialised by the partition's append lock, so none is
   lost. A commit whose batch exceeds the topic's ``max.message.bytes`` is refused whole, as a broker refuses it.
+* **Generations fence commits**, as a broker's coordinator checks a commit's generation before appending it. A
+  member's commit carries the group generation it owned its partitions in; the group's partition records each
+  generation a commit was made in as a ``GroupMetadataKey`` v2 record whose ``GroupMetadataValue`` v3 is the one
+  Kafka writes for an empty group (protocol type ``consumer``, the generation, no protocol, leader or members:
+  membership lives in the group coordinator's file). A commit is appended only if the partition's latest
+  recorded generation of its group is not newer than its own, checked against the partition's end in the same
+  critical section as the append (an append conditional on the log end, ``expected_end_offset``, read again
+  and retried when anything was appended since). So a member that stalled between the coordinator's ownership
+  check and its append, while the group moved on and the new owner committed, is refused with
+  ``CommitFailedError`` and appends nothing, whether or not its lock or lease still held.
 
 **Acknowledged.** ``commit`` returns once its batch is appended: in the segment file with the partition's state
 record updated, so every process sees it and it survives ``kill -9`` of any process. It is fsynced when the
@@ -64,12 +75,14 @@ import numpy as np
 import pyarrow as pa
 
 from pysparklog.errors import (
+    CommitFailedError,
     CorruptRecordError,
     GroupIdNotFoundError,
     GroupNotEmptyError,
     InvalidConfigError,
     InvalidOffsetError,
     InvalidPartitionsError,
+    LogEndChangedError,
     OffsetOutOfRangeError,
     PySparkLogError,
     UnknownTopicError,
@@ -100,6 +113,11 @@ OFFSETS_TOPIC_SEGMENT_BYTES = ConfigKey(
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 OFFSET_COMMIT_KEY_VERSION = 1  # what Kafka's coordinator writes (GroupCoordinatorRecordHelpers.newOffsetCommitRecord)
 OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_KEY_VERSION = 2
+GROUP_METADATA_VALUE_VERSION = 3  # what Kafka's coordinator writes (newGroupMetadataRecord), not flexible
+_FLEXIBLE_GROUP_METADATA_VERSION = 4
+_CONSUMER_PROTOCOL_TYPE = "consumer"
+_NULL_STRING = -1
 
 # The largest varints a record adds to its key and value (length, attributes, timestamp delta, offset delta, key
 # and value lengths, header count), so that the batch size given to the encoder holds a whole commit.
@@ -282,6 +300,53 @@ def decode_offset_commit_key(key: bytes) -> tuple[str, TopicPartition] | None:
     group = reader.string()
     topic = reader.string()
     return group, TopicPartition(topic, reader.unpack(_INT32))
+
+
+def encode_group_metadata_key(group_id: str) -> bytes:
+    """The ``__consumer_offsets`` key of a group's metadata (``GroupMetadataKey`` v2)."""
+    return _INT16.pack(GROUP_METADATA_KEY_VERSION) + _string(group_id, "group id")
+
+
+def encode_group_metadata_value(generation: int, timestamp_ms: int) -> bytes:
+    """The ``GroupMetadataValue`` v3 Kafka writes for an empty consumer group of ``generation``: protocol type
+    ``consumer``, no protocol, no leader, the state's timestamp and no members."""
+    return (
+        _INT16.pack(GROUP_METADATA_VALUE_VERSION)
+        + _string(_CONSUMER_PROTOCOL_TYPE, "protocol type")
+        + _INT32.pack(generation)
+        + _INT16.pack(_NULL_STRING)
+        + _INT16.pack(_NULL_STRING)
+        + _INT64.pack(timestamp_ms)
+        + _INT32.pack(0)
+    )
+
+
+def decode_group_metadata_key(key: bytes) -> str | None:
+    """The group of a ``GroupMetadataKey`` (v2); None for the other record types of ``__consumer_offsets``.
+
+    Raises:
+        CorruptRecordError: The key is too short or its group is not UTF-8.
+    """
+    reader = _Reader(key, "GroupMetadataKey")
+    if reader.unpack(_INT16) != GROUP_METADATA_KEY_VERSION:
+        return None
+    return reader.string()
+
+
+def decode_group_metadata_generation(value: bytes) -> int:
+    """The generation of a ``GroupMetadataValue`` of any version (0 to 4 start alike: version, protocol type,
+    generation), whoever wrote it.
+
+    Raises:
+        CorruptRecordError: A value too short, or a protocol type that is not UTF-8.
+    """
+    reader = _Reader(value, "GroupMetadataValue")
+    version = reader.unpack(_INT16)
+    if version >= _FLEXIBLE_GROUP_METADATA_VERSION:
+        reader.compact_string()
+    else:
+        reader.string()
+    return reader.unpack(_INT32)
 
 
 def decode_offset_commit_value(value: bytes) -> CommittedOffset:
@@ -504,6 +569,7 @@ class _Partition:
 
     position: int = 0
     groups: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
+    generations: dict[str, int] = field(default_factory=dict)  # the latest recorded generation of each group
 
 
 class OffsetStore:
@@ -617,6 +683,7 @@ class OffsetStore:
         state = self._partitions.setdefault(partition, _Partition())
         if not self._storage.is_directory(self._storage.join(f"{OFFSETS_TOPIC}-{partition}")):
             state.groups.clear()
+            state.generations.clear()
             state.position = 0
             return state.groups
         try:
@@ -628,6 +695,7 @@ class OffsetStore:
             if not view.log_start_offset <= state.position <= view.log_end_offset:
                 # Records deleted below what was read, or the topic deleted and created again: start over.
                 state.groups.clear()
+                state.generations.clear()
                 state.position = view.log_start_offset
             try:
                 for batch in log.read_arrow(state.position, view.log_end_offset):
@@ -659,6 +727,13 @@ class OffsetStore:
         )
         for key, value, offset in records:
             try:
+                metadata_group = decode_group_metadata_key(key)
+                if metadata_group is not None:
+                    if value is None:
+                        state.generations.pop(metadata_group, None)
+                    else:
+                        state.generations[metadata_group] = decode_group_metadata_generation(value)
+                    continue
                 decoded = decode_offset_commit_key(key)
                 if decoded is None:
                     continue
@@ -708,8 +783,20 @@ class OffsetStore:
 
     # -- writing ----------------------------------------------------------------------------------------------
 
-    def _append(self, group_id: str, keys: list[bytes], values: list[bytes | None], timestamp_ms: int) -> None:
-        """Append the records as one batch to the group's partition, then compact it if this append rolled it."""
+    def _append(
+        self,
+        group_id: str,
+        keys: list[bytes],
+        values: list[bytes | None],
+        timestamp_ms: int,
+        expected_end_offset: int | None = None,
+    ) -> None:
+        """Append the records as one batch to the group's partition (only if it ends at ``expected_end_offset``,
+        when given), then compact it if this append rolled it.
+
+        Raises:
+            LogEndChangedError: The partition no longer ends at ``expected_end_offset``; nothing was appended.
+        """
         self._ensure_topic()
         size = sum(len(k) + len(v or b"") + _RECORD_OVERHEAD_BOUND for k, v in zip(keys, values, strict=True))
         records = pa.RecordBatch.from_arrays(
@@ -723,7 +810,7 @@ class OffsetStore:
         settings = BatchSettings(max_batch_bytes=size + RECORD_BATCH_OVERHEAD, max_batch_records=len(keys))
         with self._mutex:
             log = self._log(self.partition_for(group_id))
-            info = log.append_arrow(records, settings)
+            info = log.append_arrow(records, settings, expected_end_offset=expected_end_offset)
             self._maybe_compact(log, info.first_offset)
 
     def _maybe_compact(self, log: Log, first_offset: int) -> None:
@@ -737,12 +824,38 @@ class OffsetStore:
         except (PySparkLogError, OSError):
             pass  # the commit is acknowledged; the next roll or `pysparklog log-cleaner` retries, and reports why
 
+    def recorded_generation(self, group_id: str) -> int:
+        """The latest generation of a group that its partition records (-1: none)."""
+        _check_group_id(group_id)
+        partition = self.partition_for(group_id)
+        with self._mutex:
+            self._refresh(partition)
+            return self._partitions[partition].generations.get(group_id, -1)
+
+    def commit_as(
+        self,
+        coordinator: GroupCoordinator,
+        member_id: str | None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> None:
+        """Commit offsets of the coordinator's group as one of its members (``member_id`` None: from outside the
+        group, which must have no live members), fenced by the generation the member owns its partitions in.
+
+        Raises:
+            CommitFailedError: The member does not own the partitions, or the group has moved past its generation.
+            MetadataChangedError: The group's state changed while its lock was held (the lock lapsed).
+        """
+        group_id = coordinator.group_id
+        with coordinator.owning(member_id, offsets, self.recorded_generation(group_id)) as generation:
+            self.commit(group_id, offsets, generation=generation)
+
     def commit(
         self,
         group_id: str,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         *,
         commit_timestamp_ms: int | None = None,
+        generation: int | None = None,
     ) -> None:
         """Commit offsets of a group, atomically: one record batch, whatever the number of partitions.
 
@@ -752,8 +865,12 @@ class OffsetStore:
             group_id: The group.
             offsets: The next offset to consume, per partition, with its metadata and leader epoch.
             commit_timestamp_ms: The commit time (default: now).
+            generation: The group generation the commit is made in: it is appended only if the partition records
+                no newer generation of the group, and records this one if it is newer (see the module's
+                documentation). None: unfenced, for tools that hold the group's lock while it has no members.
 
         Raises:
+            CommitFailedError: The partition records a newer generation of the group than ``generation``.
             InvalidConfigError: An empty group id, metadata above 4096 bytes (Kafka's ``offset.metadata.max.bytes``),
                 or a commit whose batch is larger than ``max.message.bytes`` of ``__consumer_offsets``.
             InvalidOffsetError: A negative offset or partition, or a leader epoch below -1.
@@ -775,7 +892,44 @@ class OffsetStore:
             encode_offset_commit_value(CommittedOffset(c.offset, c.metadata, c.leader_epoch, now))
             for c in checked.values()
         ]
-        self._append(group_id, keys, values, now)
+        if generation is None:
+            self._append(group_id, keys, values, now)
+        else:
+            self._append_fenced(group_id, generation, keys, values, now)
+
+    def _append_fenced(
+        self, group_id: str, generation: int, keys: list[bytes], values: list[bytes | None], timestamp_ms: int
+    ) -> None:
+        """Append a commit of ``generation`` unless the partition's latest state records a newer generation of the
+        group: decided on the partition read to its end, and appended only if it still ends there, else read
+        again and decided again. The commit's batch records its generation first when that is new.
+
+        Raises:
+            CommitFailedError: The partition records a newer generation of the group.
+        """
+        self._ensure_topic()
+        partition = self.partition_for(group_id)
+        with self._mutex:
+            while True:
+                self._refresh(partition)
+                state = self._partitions[partition]
+                recorded = state.generations.get(group_id, -1)
+                if recorded > generation:
+                    raise CommitFailedError(
+                        f"commit of group '{group_id}' refused: it was made in generation {generation}, and the "
+                        f"group has since moved to generation {recorded}, whose members may have committed newer "
+                        "offsets; nothing was written"
+                    )
+                fence_keys: list[bytes] = []
+                fence_values: list[bytes | None] = []
+                if recorded < generation:
+                    fence_keys.append(encode_group_metadata_key(group_id))
+                    fence_values.append(encode_group_metadata_value(generation, timestamp_ms))
+                try:
+                    self._append(group_id, fence_keys + keys, fence_values + values, timestamp_ms, state.position)
+                    return
+                except LogEndChangedError:
+                    continue  # another commit came first: decide again on what it appended
 
     def delete(self, group_id: str, partitions: Iterable[TopicPartition] | None = None) -> list[TopicPartition]:
         """Delete a group's committed offsets (of ``partitions`` only, when given) with tombstones, in one batch, as
@@ -914,6 +1068,9 @@ class OffsetStore:
                         f"Consumer group '{group_id}' is not empty: its state is {membership.state}."
                     )
                 deleted = self.delete(group_id)
+                if self.recorded_generation(group_id) >= 0:
+                    # As a broker's DeleteGroups: the group's metadata record goes with its offsets.
+                    self._append(group_id, [encode_group_metadata_key(group_id)], [None], int(time.time() * 1000))
             coordinator = GroupCoordinator(self._log_dir, group_id)
             try:
                 coordinator.delete()  # its membership state too, unless a member joined meanwhile

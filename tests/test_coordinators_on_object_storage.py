@@ -4,21 +4,15 @@ replaced only if still the version read, so that a holder that lost its lease wr
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from pysparklog import LogDirectory, TopicPartition
-from pysparklog.errors import MetadataChangedError
 from pysparklog.group import GroupCoordinator, JoinRequest, describe_group, list_group_ids
 from pysparklog.spark.sink import SinkCommitLog
 from pysparklog.storage.io.object_store import ObjectStorage
-from pysparklog.storage.objects.lease import LEASE_MS_VARIABLE
-from pysparklog.transactions import ProducerSession, TransactionCoordinator, TransactionState
+from pysparklog.transactions import TransactionCoordinator, TransactionState
 from tests.conftest import BUCKET
 
 
@@ -68,66 +62,3 @@ def test_sink_decisions(logs: LogDirectory) -> None:
     assert SinkCommitLog(LogDirectory(logs.path), "sink").decided("query", 1)
     sink.forget()
     assert sink.read() is None
-
-
-def _commit_stopped_past_the_lease(root: str, session: ProducerSession, outcome: multiprocessing.Queue[str]) -> None:
-    """Commit the transaction of ``tx``, stopping this whole process (its lease's renewer with it) once it has read
-    the state under the lease: a process paused for longer than its lease, then resumed. Puts what the commit
-    raised in ``outcome``."""
-    stopped: list[bool] = []
-
-    def clock() -> int:  # read by the commit between its read of the state and its save
-        if not stopped:
-            stopped.append(True)
-            os.kill(os.getpid(), signal.SIGSTOP)
-        return int(time.time() * 1000)
-
-    coordinator = TransactionCoordinator(LogDirectory(root), clock=clock)
-    try:
-        coordinator.end_transaction("tx", session, commit=True)
-        outcome.put("committed")
-    except Exception as error:
-        outcome.put(f"{type(error).__name__}: {error}")
-    finally:
-        coordinator.close()
-
-
-def _wait_until_stopped(process: multiprocessing.process.BaseProcess) -> None:
-    assert process.pid is not None
-    while True:
-        assert process.is_alive(), f"the holder ended (exit code {process.exitcode}) before it stopped"
-        with open(f"/proc/{process.pid}/stat") as stat:
-            if stat.read().rsplit(")", 1)[1].split()[0] == "T":
-                return
-        time.sleep(0.01)
-
-
-@pytest.mark.slow
-def test_a_holder_stopped_past_its_lease_fails_its_write_once_another_took_the_lease_over(
-    logs: LogDirectory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A real lease taken over: holder A reads an open transaction under the lease and is stopped (SIGSTOP) for
-    longer than the lease, B takes the lease over, fences A's session and commits another transaction; A, resumed,
-    fails to record its decision, and B's state stands."""
-    monkeypatch.setenv(LEASE_MS_VARIABLE, "1000")  # for B's store, made below, and A's, made in its own process
-    short_leases = LogDirectory(ObjectStorage(logs.path))
-    coordinator = TransactionCoordinator(short_leases)
-    first = coordinator.init_producer_id("tx", 60_000)
-    coordinator.add_partitions("tx", first, [TopicPartition("t", 0)])
-    context = multiprocessing.get_context("spawn")  # a forked child would inherit obstore's runtime without threads
-    outcome: multiprocessing.Queue[str] = context.Queue()
-    holder = context.Process(target=_commit_stopped_past_the_lease, args=(logs.path, first, outcome))
-    holder.start()
-    try:
-        _wait_until_stopped(holder)
-        newer = coordinator.init_producer_id("tx", 60_000)  # waits for A's lease to end, then takes it over
-        coordinator.end_transaction("tx", newer, commit=True)
-    finally:
-        os.kill(holder.pid or 0, signal.SIGCONT)
-    holder.join(120)
-    assert holder.exitcode == 0
-    assert outcome.get(timeout=10).startswith(f"{MetadataChangedError.__name__}: {logs.path}/pysparklog-txn.tx.json")
-    meta = coordinator.describe("tx")
-    assert meta is not None and (meta.state, meta.session) == (TransactionState.COMPLETE_COMMIT, newer)
-    assert newer.producer_epoch == first.producer_epoch + 2, "A's open transaction was aborted, fencing it"
-    coordinator.close()

@@ -41,6 +41,7 @@ from pysparklog.errors import (
     CorruptRecordError,
     InvalidConfigError,
     InvalidOffsetError,
+    LogEndChangedError,
     OffsetOutOfRangeError,
     PySparkLogError,
 )
@@ -485,12 +486,22 @@ class PartitionLog:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def append_arrow(self, data: pa.Table | pa.RecordBatch, settings: BatchSettings | None = None) -> AppendInfo:
+    def append_arrow(
+        self,
+        data: pa.Table | pa.RecordBatch,
+        settings: BatchSettings | None = None,
+        *,
+        expected_end_offset: int | None = None,
+    ) -> AppendInfo:
         """Encode Arrow rows (``value``, optional ``key``, ``timestamp``, ``headers``) and append them.
 
         One call is one append, whatever the table's chunks: everything is encoded and checked first,
         then written under one hold of the lock, so its offsets are contiguous and nothing is written
         when a check fails.
+
+        With ``expected_end_offset``, the append is made only if the log still ends there when the lock is
+        held: a caller that decided what to append from the records it read up to that end (whether a consumer
+        group's commit is still from its latest generation) appends nothing when anyone appended since.
 
         Returns:
             The offsets of everything appended by this call.
@@ -500,8 +511,9 @@ class PartitionLog:
                 ``BatchSettings``.
             InvalidRecordError: A column is missing or of a type the encoder does not take.
             RecordTooLargeError: A batch is larger than ``max.message.bytes``.
+            LogEndChangedError: The log no longer ends at ``expected_end_offset``.
         """
-        return self._append_all(arrow_pieces(data, settings, self.config.max_message_bytes))
+        return self._append_all(arrow_pieces(data, settings, self.config.max_message_bytes), expected_end_offset)
 
     def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:
         """Append complete v2 record batches, assigning offsets from the log end as a broker does.
@@ -527,14 +539,16 @@ class PartitionLog:
         """
         return self._append_all([checked_batches(batches, self.config.max_message_bytes)])
 
-    def _append_all(self, pieces: Sequence[Batches]) -> AppendInfo:
-        """Append checked pieces as one append: under one hold of the lock, in order, contiguous."""
+    def _append_all(self, pieces: Sequence[Batches], expected_end_offset: int | None = None) -> AppendInfo:
+        """Append checked pieces as one append: under one hold of the lock, in order, contiguous; only if the
+        log ends at ``expected_end_offset``, when given."""
         pieces = [piece for piece in pieces if len(piece.entries)]
         if not pieces:
             end = self.log_end_offset
             return AppendInfo(end, end - 1, 0, -1, -1)
         with self._write_mutex, self._lock.exclusive() as record:
             active = self._sync_for_write(record)
+            self._check_end(active, expected_end_offset)
             writer = self._writer
             validator = LogValidator(writer.config, self.topic, self.partition)
             if any(piece.entries.has_producers for piece in pieces):
@@ -543,11 +557,18 @@ class PartitionLog:
                 validator.check_timestamps(piece)
             return writer.append_batches(record, active, [validator.maybe_recompressed(piece) for piece in pieces])
 
-    def prepared_append(self, pieces: Sequence[Batches]) -> tuple[Batches, AppendInfo]:
+    def prepared_append(
+        self, pieces: Sequence[Batches], expected_end_offset: int | None = None
+    ) -> tuple[Batches, AppendInfo]:
         """What appending the checked ``pieces`` now would write and acknowledge, with nothing written
-        (``LogWriter.prepared``): the append of a log whose appends are sequenced elsewhere."""
+        (``LogWriter.prepared``): the append of a log whose appends are sequenced elsewhere.
+
+        Raises:
+            LogEndChangedError: The log does not end at ``expected_end_offset`` (when given).
+        """
         with self._write_mutex, self._lock.exclusive() as record:
             active = self._sync_for_write(record)
+            self._check_end(active, expected_end_offset)
             return self._writer.prepared(active, LogValidator(self._writer.config, self.topic, self.partition), pieces)
 
     def append_replica(self, piece: Batches, first_offset: int) -> None:
@@ -593,6 +614,15 @@ class PartitionLog:
             active.flush(int(time.time() * 1000))
             self._writer.write_state(record, active.state)
             self._writer.write_checkpoints(active.state)
+
+    def _check_end(self, active: ActiveSegment, expected_end_offset: int | None) -> None:
+        """Refuse a conditional append once the log, brought up to date under the write lock, ends elsewhere."""
+        end = active.state.log_end_offset
+        if expected_end_offset is not None and end != expected_end_offset:
+            raise LogEndChangedError(
+                f"{self.topic}-{self.partition} ends at offset {end}, not at {expected_end_offset} as the append "
+                "expected: records were appended since; nothing was appended"
+            )
 
     def _sync_for_write(self, record: LockedRecord) -> ActiveSegment:
         """Finish a swap a process died in, then bring the writer up to date with the state record."""

@@ -108,8 +108,15 @@ class Log(Protocol):
 
     # -- writing ------------------------------------------------------------------------------
 
-    def append_arrow(self, data: pa.Table | pa.RecordBatch, settings: BatchSettings | None = None) -> AppendInfo:
-        """Encode Arrow rows and append them as one append."""
+    def append_arrow(
+        self,
+        data: pa.Table | pa.RecordBatch,
+        settings: BatchSettings | None = None,
+        *,
+        expected_end_offset: int | None = None,
+    ) -> AppendInfo:
+        """Encode Arrow rows and append them as one append; with ``expected_end_offset``, only if the log still
+        ends there when the append is made (``LogEndChangedError`` otherwise, with nothing appended)."""
         ...
 
     def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:

@@ -850,21 +850,30 @@ class ObjectPartitionLog:
 
     # -- writing: a commit per append --------------------------------------------------------------
 
-    def append_arrow(self, data: pa.Table | pa.RecordBatch, settings: BatchSettings | None = None) -> AppendInfo:
-        """Encode Arrow rows and append them as one commit (``PartitionLog.append_arrow`` has the rules)."""
-        return self._append_all(arrow_pieces(data, settings, self.config.max_message_bytes))
+    def append_arrow(
+        self,
+        data: pa.Table | pa.RecordBatch,
+        settings: BatchSettings | None = None,
+        *,
+        expected_end_offset: int | None = None,
+    ) -> AppendInfo:
+        """Encode Arrow rows and append them as one commit (``PartitionLog.append_arrow`` has the rules). The
+        log end ``expected_end_offset`` is checked against the replica brought up to the commit the new one
+        follows, again each time the create of the next commit loses a race, so it holds at the chain's end."""
+        return self._append_all(arrow_pieces(data, settings, self.config.max_message_bytes), expected_end_offset)
 
     def append(self, batches: EncodedBatches | bytes | bytearray | memoryview) -> AppendInfo:
         """Append complete v2 record batches as one commit (``PartitionLog.append`` has the rules)."""
         return self._append_all([checked_batches(batches, self.config.max_message_bytes)])
 
-    def _append_all(self, pieces: Sequence[Batches]) -> AppendInfo:
-        """Commit the checked pieces as one append, then apply the commit to the replica (``append_together``).
+    def _append_all(self, pieces: Sequence[Batches], expected_end_offset: int | None = None) -> AppendInfo:
+        """Commit the checked pieces as one append, then apply the commit to the replica (``append_together``);
+        only if the partition ends at ``expected_end_offset``, when given.
 
         Raises:
             PySparkLogError: The log refused the batches (``PartitionLog.append`` has the errors).
         """
-        (outcome,) = append_together([(self, pieces)])
+        (outcome,) = append_together([(self, pieces)], expected_end_offsets=[expected_end_offset])
         if isinstance(outcome, PySparkLogError):
             raise outcome
         return outcome
@@ -1235,8 +1244,15 @@ class _NothingLeft(Exception):
     """Prepared again after a lost race, no partition has batches to commit (each refused, or a repeat)."""
 
 
+#: An append made together with others: its index among them, its partition's log, its pieces and the log end it is
+#: conditional on (None: unconditional).
+_Append = tuple[int, "ObjectPartitionLog", list[Batches], int | None]
+
+
 def append_together(
     appends: Sequence[tuple[ObjectPartitionLog, Sequence[Batches]]],
+    *,
+    expected_end_offsets: Sequence[int | None] | None = None,
 ) -> list[AppendInfo | PySparkLogError]:
     """Appends to partitions of one topic as one commit of its chain, a section each: a producer's batches due at
     once for several partitions cost one request, not one each. Each append is validated and numbered against its
@@ -1245,6 +1261,8 @@ def append_together(
     Args:
         appends: Each partition's log (distinct partitions of one topic, opened in this process) and its checked
             pieces.
+        expected_end_offsets: Per append, the log end it is conditional on (``LogEndChangedError`` otherwise), or
+            None; checked against the replica at the commit the new one follows.
 
     Returns:
         Per append, in order: its ``AppendInfo``, or the ``PySparkLogError`` the log refused it with.
@@ -1253,11 +1271,12 @@ def append_together(
         ValueError: The logs are not distinct partitions of one topic.
     """
     outcomes: list[AppendInfo | PySparkLogError | None] = [None] * len(appends)
-    live: list[tuple[int, ObjectPartitionLog, list[Batches]]] = []
-    for index, (log, pieces) in enumerate(appends):
+    ends = [None] * len(appends) if expected_end_offsets is None else list(expected_end_offsets)
+    live: list[_Append] = []
+    for index, ((log, pieces), expected_end) in enumerate(zip(appends, ends, strict=True)):
         kept = [piece for piece in pieces if len(piece.entries)]
         if kept:
-            live.append((index, log, kept))
+            live.append((index, log, kept, expected_end))
         else:
             end = log.log_end_offset
             outcomes[index] = AppendInfo(end, end - 1, 0, -1, -1)
@@ -1266,25 +1285,24 @@ def append_together(
     return [outcome for outcome in outcomes if outcome is not None]
 
 
-def _commit_together(
-    live: list[tuple[int, ObjectPartitionLog, list[Batches]]], outcomes: list[AppendInfo | PySparkLogError | None]
-) -> None:
+def _commit_together(live: list[_Append], outcomes: list[AppendInfo | PySparkLogError | None]) -> None:
     """``append_together``'s commit of the appends with batches, in partition order (the order their replicas'
     locks are taken in), filling ``outcomes``."""
     first = live[0][1]
     commits = first._commits
-    same_chain = all(log.chain_directory == first.chain_directory and log.remote is first.remote for _, log, _ in live)
-    if not same_chain or len({log.partition for _, log, _ in live}) < len(live):
+    logs = [log for _, log, _, _ in live]
+    same_chain = all(log.chain_directory == first.chain_directory and log.remote is first.remote for log in logs)
+    if not same_chain or len({log.partition for log in logs}) < len(live):
         raise ValueError("appends made together are of distinct partitions of one topic")
     with ExitStack() as stack:
-        records = [stack.enter_context(log._applied.exclusive()) for _, log, _ in live]
+        records = [stack.enter_context(log._applied.exclusive()) for log in logs]
 
         def prepared_at(commit: Commit | None) -> list[_Prepared]:
             prepared = []
-            for (_index, log, pieces), record in zip(live, records, strict=True):
+            for (_index, log, pieces, expected_end), record in zip(live, records, strict=True):
                 base = log._apply_through(record, commit)
                 try:
-                    batches, info = log._replica.prepared_append(pieces)
+                    batches, info = log._replica.prepared_append(pieces, expected_end)
                 except PySparkLogError as error:
                     prepared.append(_Prepared(base, None, error))
                     continue
@@ -1314,7 +1332,7 @@ def _commit_together(
                 following = previous.number
             sections = [
                 Section(log.partition, SectionKind.BATCHES, p.base, p.end, NO_LOG_START, p.batches.buf.tobytes())
-                for (_index, log, _pieces), p in zip(live, prepared, strict=True)
+                for (_index, log, _pieces, _end), p in zip(live, prepared, strict=True)
                 if p.batches is not None
             ]
             if not sections:
@@ -1326,13 +1344,13 @@ def _commit_together(
                 commit = commits.append(build, after=latest)
             except _NothingLeft:
                 commit = None
-            for (_index, log, _pieces), p, record in zip(live, prepared, records, strict=True):
+            for (_index, log, _pieces, _end), p, record in zip(live, prepared, records, strict=True):
                 if commit is not None and p.batches is not None:
                     log._replica.append_replica(p.batches, p.base)
                     record.write(_APPLIED.pack(commit.number, p.end))
         else:
             commit = None
-    for (index, _log, _pieces), p in zip(live, prepared, strict=True):
+    for (index, _log, _pieces, _end), p in zip(live, prepared, strict=True):
         outcomes[index] = p.outcome
     if commit is not None:
         first._seal_when_due(commit.number)
