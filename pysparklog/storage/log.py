@@ -334,7 +334,7 @@ class PartitionLog:
 
         def collect(record: LockedRecord | None) -> tuple[list[AbortedTxn], list[int]]:
             view = self._locked_view(record)
-            return aborted_in(self._segments, view, start_offset, min(end_offset, view.log_end_offset))
+            return aborted_in(self._segments, self._producers, view, start_offset, min(end_offset, view.log_end_offset))
 
         return self._with_transaction_indexes(collect)
 
@@ -349,7 +349,7 @@ class PartitionLog:
             view = self._locked_view(record)
             if base not in view.segment_bases:
                 raise InvalidOffsetError(f"{self.topic}-{self.partition} has no segment at offset {base}")
-            index = checked_txn_index(self._segments, view, view.segment_bases.index(base))
+            index = checked_txn_index(self._segments, self._producers, view, view.segment_bases.index(base))
             return index, [] if index is not None else [base]
 
         index = self._with_transaction_indexes(read)
@@ -428,7 +428,7 @@ class PartitionLog:
             if not committed:
                 return (view, start, end, None), []
             end = min(end, self.last_stable(view))
-            txns, damaged = aborted_in(self._segments, view, start, end)
+            txns, damaged = aborted_in(self._segments, self._producers, view, start, end)
             return (view, start, end, AbortedBatches(txns) if txns else None), damaged
 
         view, start, end, aborted = self._with_transaction_indexes(plan)
