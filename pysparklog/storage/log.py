@@ -67,7 +67,9 @@ from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.log_state import (
     STATE_FILE,
     UNKNOWN_FIRST_UNSTABLE_OFFSET,
+    LogState,
     LogView,
+    describes_active_segment,
     parse_partition_dir,
     read_state,
 )
@@ -199,6 +201,7 @@ class PartitionLog:
         self._writer = LogWriter(LogLoader(self._segments, self._producers, self._checkpoints, self._topic_partition))
         # The first unstable offset derived for a view whose state record does not hold it.
         self._derived_unstable: tuple[tuple[tuple[int, ...], int, int], int] | None = None
+        self._trusted_state: LogState | None = None  # the last state record found to describe the files
         self._write_mutex = threading.Lock()
 
     def __repr__(self) -> str:
@@ -259,7 +262,7 @@ class PartitionLog:
             cached = segments.bases and segments.listed_generation == state.segments_generation
             bases = segments.bases if cached else segments.list()
             segments.listed_generation = state.segments_generation
-            if bases and bases[-1] == state.active_base:
+            if bases and bases[-1] == state.active_base and self._describes_files(state):
                 log_start = max(state.log_start_offset, bases[0])
                 return LogView(
                     tuple(bases),
@@ -271,6 +274,18 @@ class PartitionLog:
                 )
         # Written by a broker or never appended to by pysparklog: derive the view from the files.
         return self._view_from_files()
+
+    def _describes_files(self, state: LogState) -> bool:
+        """Whether a reader may take its view from ``state`` (``describes_active_segment``), checked once per
+        record: a record is rewritten by every append, and the check reads the active segment's tail."""
+        if state != self._trusted_state:
+            try:
+                if not describes_active_segment(state, self._segments.get(state.active_base)):
+                    return False
+            except FileNotFoundError:
+                return False
+            self._trusted_state = state
+        return True
 
     def _view_from_files(self) -> LogView:
         bases = self._segments.list()

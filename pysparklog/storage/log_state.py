@@ -184,6 +184,28 @@ class LogState:
         )
 
 
+def describes_active_segment(state: LogState, segment: LogSegment) -> bool:
+    """Whether ``state`` can be the record of ``segment`` as the active segment: plausible values, and its
+    acknowledged bytes ending at the record's log end offset (found from the last offset-index entry).
+
+    A record that names the right segment base may still be another partition's (copied over this one's,
+    with the same segment bases): trusted, it would end reads early while the log end offset says more, or
+    make them read past what the files hold. Writers recover from the files then, readers derive the view
+    from them.
+
+    Raises:
+        FileNotFoundError: The segment's ``.log`` is gone.
+    """
+    return (
+        0 <= state.active_base <= state.log_end_offset
+        and state.active_size >= 0
+        and 0 <= state.log_start_offset <= state.log_end_offset
+        and state.recovery_point <= state.log_end_offset
+        and UNKNOWN_FIRST_UNSTABLE_OFFSET <= state.first_unstable_offset <= state.log_end_offset
+        and segment.end_offset(state.active_size) == state.log_end_offset
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class LogView:
     """A consistent view for readers: the segments and how far each may be read.

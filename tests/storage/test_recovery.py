@@ -460,3 +460,19 @@ def test_offset_for_timestamp_passes_over_a_sealed_segment_whose_records_are_gon
     # Its time index still describes records, so it is damage, not a segment compaction emptied.
     found = logs.partition("t", 0).offset_for_timestamp(0)
     assert found is not None and found[0] == int(segments[1].split(".")[0])
+
+
+def test_another_partitions_state_record_is_not_trusted_by_readers(tmp_path: Path) -> None:
+    """A record copied from another partition with the same segment bases names the right active segment
+    but not where its bytes end: readers derive the view from the files instead of stopping early."""
+    directory = LogDirectory(tmp_path)
+    log, other = directory.partition("t", 0).local, directory.partition("t", 1).local
+    log.append_arrow(keyed_table(20, value_size=200))
+    other.append_arrow(keyed_table(20, value_size=20))
+    shutil.copyfile(os.path.join(other.directory, STATE_FILE), os.path.join(log.directory, STATE_FILE))
+
+    reader = LogDirectory(tmp_path).partition("t", 0).local
+    assert reader.log_end_offset == 20
+    records = read_all(reader)
+    assert records.column("offset").to_pylist() == list(range(20))
+    assert records.column("value").to_pylist() == keyed_table(20, value_size=200).column("value").to_pylist()
