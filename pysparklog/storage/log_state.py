@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import crc32c as _crc32c
 
-from pysparklog.errors import InvalidLogDirectoryError
+from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError
 from pysparklog.storage.io import LockedRecord
 from pysparklog.storage.producer_state import NO_TXN_FIRST_OFFSET
 from pysparklog.storage.segment import LogSegment
@@ -196,14 +196,17 @@ def describes_active_segment(state: LogState, segment: LogSegment) -> bool:
     Raises:
         FileNotFoundError: The segment's ``.log`` is gone.
     """
-    return (
+    plausible = (
         0 <= state.active_base <= state.log_end_offset
         and state.active_size >= 0
         and 0 <= state.log_start_offset <= state.log_end_offset
         and state.recovery_point <= state.log_end_offset
         and UNKNOWN_FIRST_UNSTABLE_OFFSET <= state.first_unstable_offset <= state.log_end_offset
-        and segment.end_offset(state.active_size) == state.log_end_offset
     )
+    try:
+        return plausible and segment.end_offset(state.active_size) == state.log_end_offset
+    except CorruptRecordError:  # the bytes it acknowledges do not hold whole batches
+        return False
 
 
 @dataclass(frozen=True, slots=True)

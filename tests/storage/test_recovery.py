@@ -476,3 +476,26 @@ def test_another_partitions_state_record_is_not_trusted_by_readers(tmp_path: Pat
     records = read_all(reader)
     assert records.column("offset").to_pylist() == list(range(20))
     assert records.column("value").to_pylist() == keyed_table(20, value_size=200).column("value").to_pylist()
+
+
+@pytest.mark.parametrize("recovery", ["by the next append", "by recover()"])
+def test_another_partitions_log_over_an_empty_active_segment_is_refused(tmp_path: Path, recovery: str) -> None:
+    """Bytes past what the state record acknowledges were written from its log end offset: batches starting
+    anywhere else are another partition's, whatever the segment's base lets them be."""
+    directory = LogDirectory(tmp_path)
+    log, other = directory.partition("t", 0).local, directory.partition("t", 1).local
+    log.append_arrow(keyed_table(20))
+    log.roll()
+    other.append_arrow(keyed_table(30, value_size=30))
+    other.roll()
+    other.append_arrow(keyed_table(5, start=30, value_size=30))
+    shutil.copyfile(other.segments()[-1].log_path, log.segments()[-1].log_path)
+
+    writer = LogDirectory(tmp_path).partition("t", 0).local
+    if recovery == "by recover()":
+        writer.recover()
+    info = writer.append_arrow(keyed_table(5, start=20))
+    assert (info.first_offset, info.last_offset) == (20, 24)
+    records = read_all(writer)
+    assert records.column("offset").to_pylist() == list(range(25))
+    assert records.column("value").to_pylist() == keyed_table(25).column("value").to_pylist()
