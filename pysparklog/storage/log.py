@@ -293,7 +293,9 @@ class PartitionLog:
             return LogView((), 0, 0, 0, NO_TXN_FIRST_OFFSET)
         last = self.segment(bases[-1])
         size = last.size()
-        end_offset = last.end_offset(size)
+        # Never below the active segment's base: batches below it (another segment's .log copied in) are not
+        # its own, and the sealed segments before it still end there.
+        end_offset = max(last.end_offset(size), bases[-1])
         start = self._checkpoints.log_start(self._topic_partition, bases[0])
         return LogView(tuple(bases), size, start, end_offset, UNKNOWN_FIRST_UNSTABLE_OFFSET)
 
