@@ -262,7 +262,14 @@ class PartitionLog:
             cached = segments.bases and segments.listed_generation == state.segments_generation
             bases = segments.bases if cached else segments.list()
             segments.listed_generation = state.segments_generation
-            if bases and bases[-1] == state.active_base and self._describes_files(state):
+            if bases and bases[-1] == state.active_base:
+                if not self._describes_files(state):
+                    # The record or the active segment is another partition's: neither is trusted alone. The
+                    # files say where the segment's bytes end, and records past the record's log end are
+                    # served by neither (the segment's batches there are refused as not its own).
+                    files = self._view_from_files()
+                    end = max(min(files.log_end_offset, state.log_end_offset), bases[-1])
+                    return replace(files, log_start_offset=min(files.log_start_offset, end), log_end_offset=end)
                 log_start = max(state.log_start_offset, bases[0])
                 return LogView(
                     tuple(bases),
