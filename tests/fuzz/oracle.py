@@ -28,7 +28,10 @@ What damage may cost, and nothing more (``Damage``):
   byte to its end; once recovery ran, everything from there on (recovery truncates at the first invalid
   batch and deletes the later segments, as Kafka's does);
 - a ``.log`` replaced by (or swapped with) another partition's copy holds that partition's valid
-  batches: records equal to that partition's at the same offset cannot be told apart, and are accepted;
+  batches: records equal to that partition's at the same offset cannot be told apart, and are accepted
+  at the offsets the segment may hold (up to the next segment's base or the log end; past the log end
+  only once recovery kept a last segment it could not tell apart: one that held batches, or an empty one
+  the copied-in batches continue from its log end). Anywhere else they are another partition's records;
   once such a partition is compacted, their keys may remove its own earlier records with those keys;
 - a COMMIT or ABORT marker in damaged bytes leaves its transaction open: read_committed readers may
   stop at its first offset, and a later marker of its producer may end it either way, as in Kafka;
