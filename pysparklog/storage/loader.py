@@ -19,8 +19,9 @@ from pysparklog.storage import checkpoints
 from pysparklog.storage.config import LONG_MAX, LogConfig
 from pysparklog.storage.log_dir_checkpoints import LogDirCheckpoints
 from pysparklog.storage.log_segments import LogSegments
-from pysparklog.storage.log_state import UNKNOWN_TXN_INDEXES_FROM, LogState
+from pysparklog.storage.log_state import UNKNOWN_TXN_INDEXES_FROM, LogState, describes_active_segment
 from pysparklog.storage.producer_state import OpenTransactions, ProducerEntry, ProducerStateTracker, replay_segment
+from pysparklog.storage.segment import LogSegment
 from pysparklog.storage.segment_indexes import IndexBuild
 from pysparklog.storage.validator import PARTITION_LEADER_EPOCH
 
@@ -95,7 +96,9 @@ class LogLoader:
             segment = segments.get(bases[i])
             size = segment.size()
             next_base = bases[i + 1] if i + 1 < len(bases) else None
-            build, valid = segment.rebuild_indexes(size, config.index_interval_bytes, next_base)
+            build, valid = segment.rebuild_indexes(
+                size, config.index_interval_bytes, next_base, _acknowledged_part(previous, segment, next_base)
+            )
             build.maybe_append_time_entry()
             segment.indexes.write(build)
             segment.indexes.write_aborted(replay_segment(producers, segment, 0, valid, 0, LONG_MAX, open_txns).aborted)
@@ -166,6 +169,14 @@ class LogLoader:
                 if topic_id is not None:
                     return topic_id
         return checkpoints.new_topic_id()
+
+
+def _acknowledged_part(previous: LogState | None, segment: LogSegment, next_base: int | None) -> tuple[int, int] | None:
+    """(size, log end offset) of the state record found, when it describes ``segment`` as the active one
+    (``describes_active_segment``): what follows those bytes must continue at that offset."""
+    if previous is None or next_base is not None or previous.active_base != segment.base_offset:
+        return None
+    return (previous.active_size, previous.log_end_offset) if describes_active_segment(previous, segment) else None
 
 
 def readable_topic_id(segments: LogSegments, path: str) -> str | None:

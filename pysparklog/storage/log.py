@@ -68,7 +68,9 @@ from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.log_state import (
     STATE_FILE,
     UNKNOWN_FIRST_UNSTABLE_OFFSET,
+    LogState,
     LogView,
+    describes_active_segment,
     parse_partition_dir,
     read_state,
 )
@@ -200,6 +202,7 @@ class PartitionLog:
         self._writer = LogWriter(LogLoader(self._segments, self._producers, self._checkpoints, self._topic_partition))
         # The first unstable offset derived for a view whose state record does not hold it.
         self._derived_unstable: tuple[tuple[tuple[int, ...], int, int], int] | None = None
+        self._trusted_state: LogState | None = None  # the last state record found to describe the files
         self._write_mutex = threading.Lock()
 
     def __repr__(self) -> str:
@@ -261,6 +264,13 @@ class PartitionLog:
             bases = segments.bases if cached else segments.list()
             segments.listed_generation = state.segments_generation
             if bases and bases[-1] == state.active_base:
+                if not self._describes_files(state):
+                    # The record or the active segment is another partition's: neither is trusted alone. The
+                    # files say where the segment's bytes end, and records past the record's log end are
+                    # served by neither (the segment's batches there are refused as not its own).
+                    files = self._view_from_files()
+                    end = max(min(files.log_end_offset, state.log_end_offset), bases[-1])
+                    return replace(files, log_start_offset=min(files.log_start_offset, end), log_end_offset=end)
                 log_start = max(state.log_start_offset, bases[0])
                 return LogView(
                     tuple(bases),
@@ -273,13 +283,27 @@ class PartitionLog:
         # Written by a broker or never appended to by pysparklog: derive the view from the files.
         return self._view_from_files()
 
+    def _describes_files(self, state: LogState) -> bool:
+        """Whether a reader may take its view from ``state`` (``describes_active_segment``), checked once per
+        record: a record is rewritten by every append, and the check reads the active segment's tail."""
+        if state != self._trusted_state:
+            try:
+                if not describes_active_segment(state, self._segments.get(state.active_base)):
+                    return False
+            except FileNotFoundError:
+                return False
+            self._trusted_state = state
+        return True
+
     def _view_from_files(self) -> LogView:
         bases = self._segments.list()
         if not bases:
             return LogView((), 0, 0, 0, NO_TXN_FIRST_OFFSET)
         last = self.segment(bases[-1])
         size = last.size()
-        end_offset = last.end_offset(size)
+        # Never below the active segment's base: batches below it (another segment's .log copied in) are not
+        # its own, and the sealed segments before it still end there.
+        end_offset = max(last.end_offset(size), bases[-1])
         start = self._checkpoints.log_start(self._topic_partition, bases[0])
         return LogView(tuple(bases), size, start, end_offset, UNKNOWN_FIRST_UNSTABLE_OFFSET)
 
@@ -335,7 +359,7 @@ class PartitionLog:
 
         def collect(record: LockedRecord | None) -> tuple[list[AbortedTxn], list[int]]:
             view = self._locked_view(record)
-            return aborted_in(self._segments, view, start_offset, min(end_offset, view.log_end_offset))
+            return aborted_in(self._segments, self._producers, view, start_offset, min(end_offset, view.log_end_offset))
 
         return self._with_transaction_indexes(collect)
 
@@ -350,7 +374,7 @@ class PartitionLog:
             view = self._locked_view(record)
             if base not in view.segment_bases:
                 raise InvalidOffsetError(f"{self.topic}-{self.partition} has no segment at offset {base}")
-            index = checked_txn_index(self._segments, view, view.segment_bases.index(base))
+            index = checked_txn_index(self._segments, self._producers, view, view.segment_bases.index(base))
             return index, [] if index is not None else [base]
 
         index = self._with_transaction_indexes(read)
@@ -429,7 +453,7 @@ class PartitionLog:
             if not committed:
                 return (view, start, end, None), []
             end = min(end, self.last_stable(view))
-            txns, damaged = aborted_in(self._segments, view, start, end)
+            txns, damaged = aborted_in(self._segments, self._producers, view, start, end)
             return (view, start, end, AbortedBatches(txns) if txns else None), damaged
 
         view, start, end, aborted = self._with_transaction_indexes(plan)

@@ -20,7 +20,7 @@ from pysparklog.storage.log_segments import LogSegments
 from pysparklog.storage.log_state import LogView
 from pysparklog.storage.producer_state import OpenTransactions, ProducerStateTracker, replay_segment
 from pysparklog.storage.records.arrow_records import decode_entries
-from pysparklog.storage.transaction_index import AbortedBatches, AbortedTxn, collect_aborted
+from pysparklog.storage.transaction_index import AbortedBatches, AbortedTxn, collect_aborted, entries_of
 
 # Kafka's ListOffsets special timestamps.
 EARLIEST_TIMESTAMP = -2
@@ -147,16 +147,47 @@ def segment_infos(segments: LogSegments, view: LogView) -> list[SegmentInfo]:
     return infos
 
 
-def checked_txn_index(segments: LogSegments, view: LogView, i: int) -> TransactionIndex | None:
+def checked_txn_index(
+    segments: LogSegments, producers: ProducerStateTracker, view: LogView, i: int
+) -> TransactionIndex | None:
     """The ``.txnindex`` of segment ``i`` of ``view``, None when it must be rebuilt: lost (the segment
-    is at or past where the state record says every segment has one) or damaged."""
+    is at or past where the state record says every segment has one), damaged, or holding entries other
+    than those its ABORT markers make.
+
+    A flipped bit in an entry's producer id, first offset or last stable offset leaves a file that passes
+    every check of its own bytes and still makes read_committed readers return aborted records or skip
+    committed ones. So each version of a file with entries is compared once with the entries a replay of
+    its segment derives (``replayed_aborted``), which is what recovery would write.
+    """
     base = view.segment_bases[i]
     required = 0 <= view.txn_indexes_from <= base
     end_offset = view.segment_bases[i + 1] if i + 1 < len(view.segment_bases) else None
-    return segments.get(base).indexes.checked_transaction_index(required=required, end_offset=end_offset)
+    indexes = segments.get(base).indexes
+    index = indexes.checked_transaction_index(required=required, end_offset=end_offset)
+    if index is None or len(index) == 0 or indexes.transaction_index_verified():
+        return index
+    # Entries of markers at or past the log end belong to an append not acknowledged (collect_aborted).
+    acknowledged = entries_of(index, index.last_offsets < view.log_end_offset)
+    if acknowledged != replayed_aborted(segments, producers, view, i):
+        return None
+    indexes.mark_transaction_index_verified()
+    return index
 
 
-def aborted_in(segments: LogSegments, view: LogView, start: int, upper: int) -> tuple[list[AbortedTxn], list[int]]:
+def replayed_aborted(segments: LogSegments, producers: ProducerStateTracker, view: LogView, i: int) -> list[AbortedTxn]:
+    """The ``.txnindex`` entries of segment ``i`` of ``view`` as recovery derives them: the producer state
+    at the segment's base (from the last snapshot, replayed forward) replayed through its batches."""
+    segment_bases = list(view.segment_bases)
+    base = segment_bases[i]
+    segment = segments.get(base)
+    state = producers.load(segment_bases, segment_bases[-1], view.active_size, base)
+    open_txns = OpenTransactions.of(state)
+    return replay_segment(state, segment, 0, view.end_of(base, segment), 0, LONG_MAX, open_txns).aborted
+
+
+def aborted_in(
+    segments: LogSegments, producers: ProducerStateTracker, view: LogView, start: int, upper: int
+) -> tuple[list[AbortedTxn], list[int]]:
     """Kafka's ``collectAbortedTransactions`` over the ``.txnindex`` files of ``view``, from the
     segment holding ``start`` on until an entry proves later ones cannot overlap.
 
@@ -173,7 +204,7 @@ def aborted_in(segments: LogSegments, view: LogView, start: int, upper: int) -> 
     if upper <= start or not view.segment_bases:
         return found, damaged
     for i in range(segment_index(view, start), len(view.segment_bases)):
-        index = checked_txn_index(segments, view, i)
+        index = checked_txn_index(segments, producers, view, i)
         if index is None:
             damaged.append(view.segment_bases[i])
         elif collect_aborted(index, start, upper, view.log_end_offset, found):
@@ -185,15 +216,8 @@ def rebuild_txn_indexes(
     segments: LogSegments, producers: ProducerStateTracker, view: LogView, bases: Sequence[int]
 ) -> None:
     """Rebuild the ``.txnindex`` of each segment of ``bases`` that is still lost or damaged, as recovery
-    does: the producer state at the segment's base (from the last snapshot, replayed forward) replayed
-    through its batches gives each aborted transaction's entry. The caller holds the write lock, so that
-    no append, roll, retention or compaction runs meanwhile."""
-    segment_bases = list(view.segment_bases)
-    for i, base in enumerate(segment_bases):
-        if base not in bases or checked_txn_index(segments, view, i) is not None:
-            continue
-        segment = segments.get(base)
-        state = producers.load(segment_bases, segment_bases[-1], view.active_size, base)
-        open_txns = OpenTransactions.of(state)
-        end = view.end_of(base, segment)
-        segment.indexes.write_aborted(replay_segment(state, segment, 0, end, 0, LONG_MAX, open_txns).aborted)
+    does (``replayed_aborted``). The caller holds the write lock, so that no append, roll, retention or
+    compaction runs meanwhile."""
+    for i, base in enumerate(view.segment_bases):
+        if base in bases and checked_txn_index(segments, producers, view, i) is None:
+            segments.get(base).indexes.write_aborted(replayed_aborted(segments, producers, view, i))

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import crc32c as _crc32c
 
-from pysparklog.errors import InvalidLogDirectoryError
+from pysparklog.errors import CorruptRecordError, InvalidLogDirectoryError
 from pysparklog.storage.io import LockedRecord
 from pysparklog.storage.producer_state import NO_TXN_FIRST_OFFSET
 from pysparklog.storage.segment import LogSegment
@@ -182,6 +182,31 @@ class LogState:
             first_unstable,
             txn_indexes_from,
         )
+
+
+def describes_active_segment(state: LogState, segment: LogSegment) -> bool:
+    """Whether ``state`` can be the record of ``segment`` as the active segment: plausible values, and its
+    acknowledged bytes ending at the record's log end offset (found from the last offset-index entry).
+
+    A record that names the right segment base may still be another partition's (copied over this one's,
+    with the same segment bases): trusted, it would end reads early while the log end offset says more, or
+    make them read past what the files hold. Writers recover from the files then, readers derive the view
+    from them.
+
+    Raises:
+        FileNotFoundError: The segment's ``.log`` is gone.
+    """
+    plausible = (
+        0 <= state.active_base <= state.log_end_offset
+        and state.active_size >= 0
+        and 0 <= state.log_start_offset <= state.log_end_offset
+        and state.recovery_point <= state.log_end_offset
+        and UNKNOWN_FIRST_UNSTABLE_OFFSET <= state.first_unstable_offset <= state.log_end_offset
+    )
+    try:
+        return plausible and segment.end_offset(state.active_size) == state.log_end_offset
+    except CorruptRecordError:  # the bytes it acknowledges do not hold whole batches
+        return False
 
 
 @dataclass(frozen=True, slots=True)

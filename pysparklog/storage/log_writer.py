@@ -19,7 +19,13 @@ from pysparklog.storage.active_segment import ActiveSegment
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import LockedRecord
 from pysparklog.storage.loader import LogLoader
-from pysparklog.storage.log_state import BOOT_ID, UNKNOWN_FIRST_UNSTABLE_OFFSET, LogState, read_state
+from pysparklog.storage.log_state import (
+    BOOT_ID,
+    UNKNOWN_FIRST_UNSTABLE_OFFSET,
+    LogState,
+    describes_active_segment,
+    read_state,
+)
 from pysparklog.storage.producer_state import OpenTransactions
 from pysparklog.storage.producer_validation import ProducerCache, ProducerCheck, ProducerStates, check_producers
 from pysparklog.storage.records.default_records import TimestampType
@@ -299,16 +305,8 @@ class LogWriter:
 
     def _loaded_active(self, state: LogState) -> ActiveSegment | None:
         """The active segment the state record describes, or None when the record does not describe
-        the files: implausible values, a segment that is not the last one or is gone, or a segment that
-        does not end at the record's log end offset (found from the last offset-index entry)."""
-        if not (
-            0 <= state.active_base <= state.log_end_offset
-            and state.active_size >= 0
-            and 0 <= state.log_start_offset <= state.log_end_offset
-            and state.recovery_point <= state.log_end_offset
-            and UNKNOWN_FIRST_UNSTABLE_OFFSET <= state.first_unstable_offset <= state.log_end_offset
-        ):
-            return None
+        the files: a segment that is not the last one or is gone, or one the record does not describe
+        (``describes_active_segment``)."""
         segments = self.segments
         bases = segments.bases
         if not bases or segments.listed_generation != state.segments_generation or bases[-1] != state.active_base:
@@ -317,9 +315,10 @@ class LogWriter:
         if not bases or bases[-1] != state.active_base:
             return None
         try:
-            if self.segments.get(state.active_base).end_offset(state.active_size) != state.log_end_offset:
+            segment = self.segments.get(state.active_base)
+            if not describes_active_segment(state, segment):
                 return None
-            return ActiveSegment.from_files(state, self.segments.get(state.active_base), self.config)
+            return ActiveSegment.from_files(state, segment, self.config)
         except FileNotFoundError:
             return None
 

@@ -431,12 +431,20 @@ class LogSegment:
 
     # -- recovery -----------------------------------------------------------------------------
 
-    def rebuild_indexes(self, end: int, interval: int, offsets_below: int | None = None) -> tuple[IndexBuild, int]:
+    def rebuild_indexes(
+        self, end: int, interval: int, offsets_below: int | None = None, acknowledged: tuple[int, int] | None = None
+    ) -> tuple[IndexBuild, int]:
         """Walk the segment, validating every entry, and derive its index entries.
 
         Follows ``LogSegment.recover``: stops at the first entry that is incomplete, has a wrong
         checksum, or whose offsets do not fit the segment (below its base, not above the previous
         entry's, or at or past ``offsets_below``, the next segment's base).
+
+        Args:
+            acknowledged: (size, log end offset) of a state record found to describe this segment: a
+                batch starting at that byte was written by an append from that log end, so one starting
+                at another offset is not this partition's (another partition's ``.log`` copied over an
+                emptier one) and is refused with everything after it.
 
         Returns:
             (the derived index state, the number of valid bytes)
@@ -449,10 +457,16 @@ class LogSegment:
             bad = entry_crc_error(chunk.buf, entries)
             misplaced = misplaced_entry(entries, after, offsets_below)
             last = entries.last_offsets
+            not_continuing = (
+                ((chunk.position + entries.positions) == acknowledged[0]) & (entries.base_offsets != acknowledged[1])
+                if acknowledged is not None
+                else False
+            )
             out_of_range = np.flatnonzero(
                 (entries.base_offsets < self.base_offset)
                 | (last - self.base_offset > 2**31 - 1)
                 | (entries.last_offset_deltas < 0)
+                | not_continuing
             )
             stop = min([len(entries)] + [i for i in (bad, misplaced) if i >= 0] + out_of_range[:1].tolist())
             if len(entries):

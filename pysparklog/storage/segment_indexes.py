@@ -75,6 +75,8 @@ class SegmentIndexes:
         self._index_cache: tuple[tuple[int, str], OffsetIndex] | None = None
         self._time_index_cache: tuple[tuple[int, str], TimeIndex] | None = None
         self._txn_index_cache: tuple[tuple[int, str], TransactionIndex | None] | None = None
+        # The version of the .txnindex last found to hold exactly the entries a replay of the log makes.
+        self._txn_index_verified: tuple[int, str] | None = None
         self._index_check: tuple[OffsetIndex, int, bool] | None = None  # (index, end, consistent)
         self._time_index_check: tuple[TimeIndex, bool] | None = None  # (index, consistent)
 
@@ -124,6 +126,16 @@ class SegmentIndexes:
         if index is None or stamp[0] % TXN_INDEX_ENTRY_SIZE:
             return None
         return index if index.is_consistent(self.base_offset, end_offset) else None
+
+    def transaction_index_verified(self) -> bool:
+        """Whether the loaded ``.txnindex`` is the version a replay of the log was found to agree with: a
+        checked file is compared with the log once per version, not per read."""
+        return self._txn_index_cache is not None and self._txn_index_verified == self._txn_index_cache[0]
+
+    def mark_transaction_index_verified(self) -> None:
+        """Record that the loaded ``.txnindex`` holds the entries a replay of the log makes."""
+        if self._txn_index_cache is not None:
+            self._txn_index_verified = self._txn_index_cache[0]
 
     def _loaded_transaction_index(self) -> tuple[tuple[int, str], TransactionIndex | None]:
         """The file's (size, mtime) and its entries, None for entries of an unknown version; cached."""

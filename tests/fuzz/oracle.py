@@ -28,7 +28,10 @@ What damage may cost, and nothing more (``Damage``):
   byte to its end; once recovery ran, everything from there on (recovery truncates at the first invalid
   batch and deletes the later segments, as Kafka's does);
 - a ``.log`` replaced by (or swapped with) another partition's copy holds that partition's valid
-  batches: records equal to that partition's at the same offset cannot be told apart, and are accepted;
+  batches: records equal to that partition's at the same offset cannot be told apart, and are accepted
+  at the offsets the segment may hold (up to the next segment's base or the log end; past the log end
+  only once recovery kept a last segment it could not tell apart: one that held batches, or an empty one
+  the copied-in batches continue from its log end). Anywhere else they are another partition's records;
   once such a partition is compacted, their keys may remove its own earlier records with those keys;
 - a COMMIT or ABORT marker in damaged bytes leaves its transaction open: read_committed readers may
   stop at its first offset, and a later marker of its producer may end it either way, as in Kafka;
@@ -87,6 +90,7 @@ from tests.fuzz.source import (
     MEMBER_GROUPS,
     TRANSACTIONAL_IDS,
     TXN,
+    PartitionTruth,
     Record,
     TopicPartitionKey,
     Transaction,
@@ -212,6 +216,10 @@ class Damage:
         self.segments: dict[TopicPartitionKey, list[tuple[int, int]]] = {}
         # Per partition: the partitions whose records a copied-in segment brought, and their largest end.
         self.donors: dict[TopicPartitionKey, set[TopicPartitionKey]] = {}
+        # Per partition: each donor with the offsets [base, next base or log end) of the segment it was
+        # copied over. Only there can its batches pass for this partition's: recovery and readers refuse
+        # batches outside the segment's offsets, or not continuing from the log end in the active one.
+        self.donor_ranges: dict[TopicPartitionKey, list[tuple[TopicPartitionKey, int, int, bool]]] = {}
         self.donor_end: dict[TopicPartitionKey, int] = {}
         # Partitions whose transaction state the damage replaced with well-formed content: another .txnindex
         # or .snapshot, or a .txnindex cut to no entries. No checksum or size tells such a file from the real
@@ -240,6 +248,13 @@ class Damage:
                 assert donor is not None
                 self.donors.setdefault(where, set()).add(donor)
                 donor_batches = truth.partitions[donor].segments.get(os.path.basename(donor_path), [])
+                low, high = segment_bounds(truth.partitions[where], path)
+                # A last segment recovery keeps whole, beyond its log end: one the state record no longer
+                # describes (it held batches: full recovery keeps every batch from its base on), or an empty
+                # one whose copied-in batches continue from the log end as an append's would.
+                continues = bool(donor_batches) and donor_batches[0].base_offset == high
+                extends = high == truth.partitions[where].log_end and (bool(batches) or continues)
+                self.donor_ranges.setdefault(where, []).append((donor, low, high, extends))
                 if donor_batches:
                     self.donor_end[where] = max(self.donor_end.get(where, 0), donor_batches[-1].last_offset + 1)
 
@@ -250,6 +265,14 @@ class Damage:
             if offset >= first and (recovered or offset <= last):
                 return True
         return False
+
+
+def segment_bounds(truth: PartitionTruth, path: str) -> tuple[int, int]:
+    """The offsets the segment ``path`` (``<base>.log``) of a partition may hold: from its base to the next
+    segment's base, or to the log end for the last one."""
+    base = int(os.path.basename(path).partition(".")[0])
+    later = [b for b in (int(name.partition(".")[0]) for name in truth.segments) if b > base]
+    return base, max(min(later, default=truth.log_end), base)
 
 
 class _Exercise:
@@ -376,9 +399,12 @@ class _Exercise:
         if offset in appended:
             return [appended[offset]]
         found = list(self.tentative.get(tp, ()))
-        for source in (tp, *sorted(self.damage.donors.get(tp, ()))):
-            record = self.truth.partitions[source].written.get(offset)
-            if record is not None:
+        own = self.truth.partitions[tp].written.get(offset)
+        if own is not None:
+            found.append(own)
+        for donor, low, high, extends in self.damage.donor_ranges.get(tp, ()):
+            record = self.truth.partitions[donor].written.get(offset)
+            if record is not None and low <= offset and (offset < high or (extends and self.recovered)):
                 found.append(record)
         return found
 

@@ -460,3 +460,42 @@ def test_offset_for_timestamp_passes_over_a_sealed_segment_whose_records_are_gon
     # Its time index still describes records, so it is damage, not a segment compaction emptied.
     found = logs.partition("t", 0).offset_for_timestamp(0)
     assert found is not None and found[0] == int(segments[1].split(".")[0])
+
+
+def test_another_partitions_state_record_is_not_trusted_by_readers(tmp_path: Path) -> None:
+    """A record copied from another partition with the same segment bases names the right active segment
+    but not where its bytes end: readers derive the view from the files instead of stopping early."""
+    directory = LogDirectory(tmp_path)
+    log, other = directory.partition("t", 0).local, directory.partition("t", 1).local
+    log.append_arrow(keyed_table(20, value_size=200))
+    other.append_arrow(keyed_table(20, value_size=20))
+    shutil.copyfile(os.path.join(other.directory, STATE_FILE), os.path.join(log.directory, STATE_FILE))
+
+    reader = LogDirectory(tmp_path).partition("t", 0).local
+    assert reader.log_end_offset == 20
+    records = read_all(reader)
+    assert records.column("offset").to_pylist() == list(range(20))
+    assert records.column("value").to_pylist() == keyed_table(20, value_size=200).column("value").to_pylist()
+
+
+@pytest.mark.parametrize("recovery", ["by the next append", "by recover()"])
+def test_another_partitions_log_over_an_empty_active_segment_is_refused(tmp_path: Path, recovery: str) -> None:
+    """Bytes past what the state record acknowledges were written from its log end offset: batches starting
+    anywhere else are another partition's, whatever the segment's base lets them be."""
+    directory = LogDirectory(tmp_path)
+    log, other = directory.partition("t", 0).local, directory.partition("t", 1).local
+    log.append_arrow(keyed_table(20))
+    log.roll()
+    other.append_arrow(keyed_table(30, value_size=30))
+    other.roll()
+    other.append_arrow(keyed_table(5, start=30, value_size=30))
+    shutil.copyfile(other.segments()[-1].log_path, log.segments()[-1].log_path)
+
+    writer = LogDirectory(tmp_path).partition("t", 0).local
+    if recovery == "by recover()":
+        writer.recover()
+    info = writer.append_arrow(keyed_table(5, start=20))
+    assert (info.first_offset, info.last_offset) == (20, 24)
+    records = read_all(writer)
+    assert records.column("offset").to_pylist() == list(range(25))
+    assert records.column("value").to_pylist() == keyed_table(25).column("value").to_pylist()

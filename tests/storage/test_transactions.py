@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -305,8 +306,24 @@ def _aborts_in_three_segments(path: Path) -> tuple[PartitionLog, Model]:
     return log, model
 
 
-_TXN_INDEX_DAMAGE = {
+def _flip_bit(position: int, bit: int) -> Callable[[Path], None]:
+    """Damage that flips one bit of a file, past every check of the file's own bytes."""
+
+    def flip(path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        data[position] ^= 1 << bit
+        path.write_bytes(bytes(data))
+
+    return flip
+
+
+# AbortedTxn entry: version (bytes 0-1), producer id (2-9), first offset (10-17), last offset (18-25) and
+# last stable offset (26-33), big-endian.
+_TXN_INDEX_DAMAGE: dict[str, Callable[[Path], object]] = {
     "deleted": lambda path: path.unlink(),
+    "a flipped producer id": _flip_bit(9, 0),
+    "a flipped first offset": _flip_bit(17, 1),
+    "a flipped last stable offset": _flip_bit(32, 1),
     "cut inside its entry": lambda path: path.write_bytes(path.read_bytes()[:20]),
     "an unknown version": lambda path: path.write_bytes(b"\x00\x07" + path.read_bytes()[2:]),
     "a repeated entry": lambda path: path.write_bytes(path.read_bytes() * 2),
