@@ -148,6 +148,13 @@ class LogEndChangedError(StorageConflictError):
     appended; read what was appended since and decide again."""
 
 
+class ConditionalWritesUnsupportedError(PySparkLogError):
+    """An object store that accepts a conditional write and ignores its condition (``If-None-Match: *`` or
+    ``If-Match``), as some S3-compatible stores and gateways do: every writer would win every name, so writers
+    would overwrite each other's commits and acknowledged records would be lost without an error. Found by
+    ``ObjectStorage``'s check before its first write; nothing is written to such a store."""
+
+
 class DataLossError(PySparkLogError):
     """Offsets a query was to read are gone (retention, delete-records, a deleted topic or partition)
     and ``failOnDataLoss`` is true, Spark's Kafka source's default."""

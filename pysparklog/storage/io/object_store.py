@@ -18,7 +18,9 @@ obstore reads them, plus the ``options`` given.
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +28,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 from obstore.store import from_url
 
-from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
+from pysparklog.errors import ConditionalWritesUnsupportedError, InvalidLogDirectoryError, StorageConflictError
 from pysparklog.storage.io.base import FileStat, PutMode
 from pysparklog.storage.objects.lease import ObjectLease, lease_ms_from_environment
 
@@ -49,6 +51,10 @@ _CLIENT_OPTIONS = frozenset(
         "user_agent",
     }
 )
+
+
+#: Where the check of conditional writes puts its probe object, below the log directory.
+PROBE_DIRECTORY = ".pysparklog-probe"
 
 
 class ObjectStorage:
@@ -87,6 +93,8 @@ class ObjectStorage:
         except Exception as error:  # obstore raises its own error types for bad URLs and keys
             reason = str(error).splitlines()[0]  # the rest is the Rust error's debug dump
             raise InvalidLogDirectoryError(f"log directory {url!r}: {reason}") from None
+        self._conditions_checked = False
+        self._conditions_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ObjectStorage({self.root!r})"
@@ -192,6 +200,54 @@ class ObjectStorage:
     # -- whole-object writes ----------------------------------------------------------------------
 
     def put(
+        self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE, expected_version: str | None = None
+    ) -> FileStat:
+        """``Storage.put``; the first of this object's writes first checks that the store honours conditional writes
+        (``check_conditional_writes``).
+
+        Raises:
+            ConditionalWritesUnsupportedError: The store ignores a condition.
+            StorageConflictError: The condition failed.
+        """
+        if not self._conditions_checked:
+            self.check_conditional_writes()
+        return self._put(path, data, mode=mode, expected_version=expected_version)
+
+    def check_conditional_writes(self) -> None:
+        """Check, once per store object (one per log directory and settings in a process), that the store refuses
+        a create-if-absent of an object that exists and a replace-if-version with a wrong version, on a probe object
+        of its own below ``PROBE_DIRECTORY`` that it deletes again: five requests before the first write, so that a
+        store that would let every writer win every name is refused before it can lose anything.
+
+        Raises:
+            ConditionalWritesUnsupportedError: The store ignored a condition.
+        """
+        with self._conditions_lock:
+            if self._conditions_checked:
+                return
+            probe = self.join(PROBE_DIRECTORY, uuid.uuid4().hex)
+            try:
+                written = self._put(probe, b"probe", mode=PutMode.CREATE)
+                self._expect_refused(probe, "If-None-Match: * (create only if absent)", mode=PutMode.CREATE)
+                wrong = written.version + "-not-its-version"
+                self._expect_refused(probe, "If-Match (replace only if still a version)", expected_version=wrong)
+            finally:
+                self.remove(probe)
+            self._conditions_checked = True
+
+    def _expect_refused(self, probe: str, condition: str, **put: Any) -> None:
+        try:
+            self._put(probe, b"overwritten", **put)
+        except StorageConflictError:
+            return
+        raise ConditionalWritesUnsupportedError(
+            f"the object store of {self.root} accepted a write whose condition {condition} did not hold: it ignores "
+            "conditional writes, so writers of this log directory would overwrite each other's commits and lose "
+            "acknowledged records; use a store that honours If-None-Match and If-Match (AWS S3, Google Cloud Storage, "
+            "Azure Blob Storage, a current MinIO), or a gateway that passes both headers on"
+        )
+
+    def _put(
         self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE, expected_version: str | None = None
     ) -> FileStat:
         key = self._key(path)
