@@ -306,9 +306,12 @@ class ObjectStorage:
                 return
             probe = self.join(PROBE_DIRECTORY, uuid.uuid4().hex)
             try:
-                written = self._put(probe, b"probe", mode=PutMode.CREATE)
+                try:
+                    version = self._put(probe, b"probe", mode=PutMode.CREATE).version
+                except StorageConflictError:  # created by a try whose answer was lost, refused on the retry
+                    version = ""
                 self._expect_refused(probe, "If-None-Match: * (create only if absent)", mode=PutMode.CREATE)
-                wrong = written.version + "-not-its-version"
+                wrong = version + "-not-its-version"
                 self._expect_refused(probe, "If-Match (replace only if still a version)", expected_version=wrong)
             finally:
                 self.remove(probe)
