@@ -148,6 +148,30 @@ class LogEndChangedError(StorageConflictError):
     appended; read what was appended since and decide again."""
 
 
+class ObjectStoreError(PySparkLogError):
+    """An object store that cannot serve a log directory as it is set up: its bucket, its credentials, its endpoint
+    or what it honours. The message names the setting to check."""
+
+
+class NoSuchBucketError(ObjectStoreError, LookupError):
+    """The bucket (container) a log directory's URL names does not exist where the store is asked."""
+
+
+class StoreAccessDeniedError(ObjectStoreError, PermissionError):
+    """The store refused the credentials, or the bucket's policy refused the request."""
+
+
+class StoreUnreachableError(ObjectStoreError, ConnectionError):
+    """The store's endpoint did not answer, after the client's retries."""
+
+
+class ConditionalWritesUnsupportedError(ObjectStoreError):
+    """An object store that accepts a conditional write and ignores its condition (``If-None-Match: *`` or
+    ``If-Match``), as some S3-compatible stores and gateways do: every writer would win every name, so writers
+    would overwrite each other's commits and acknowledged records would be lost without an error. Found by
+    ``ObjectStorage``'s check before its first write; nothing is written to such a store."""
+
+
 class DataLossError(PySparkLogError):
     """Offsets a query was to read are gone (retention, delete-records, a deleted topic or partition)
     and ``failOnDataLoss`` is true, Spark's Kafka source's default."""

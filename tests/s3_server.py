@@ -251,10 +251,17 @@ def summarise(requests: Iterable[Request], *, by_partition: bool = True) -> str:
 
 @contextmanager
 def store_proxy(
-    target: str, log: Path | None = None, *, delay_ms: float = 0, fault_rate: float = 0.0, seed: int = 0
+    target: str,
+    log: Path | None = None,
+    *,
+    delay_ms: float = 0,
+    fault_rate: float = 0.0,
+    seed: int = 0,
+    drop_conditions: bool = False,
 ) -> Iterator[StoreProxy]:
     """``tests.storage.fault_proxy`` in front of ``target`` (an S3 endpoint): every request delayed by ``delay_ms``
-    in all, a seeded ``fault_rate`` of the writes failed (listed in ``log``), every request recorded.
+    in all, a seeded ``fault_rate`` of the writes failed (listed in ``log``), the conditions of writes dropped if
+    ``drop_conditions``, every request recorded.
 
     Raises:
         ServerError: It did not start.
@@ -262,5 +269,6 @@ def store_proxy(
     port = free_port()
     command = [sys.executable, "-m", "tests.storage.fault_proxy", "--target", target, "--port", str(port)]
     options = ["--seed", str(seed), "--fault-rate", str(fault_rate), "--delay-ms", str(delay_ms)]
+    options += ["--drop-conditions"] if drop_conditions else []
     with running([*command, *options], port, log):
         yield StoreProxy(f"http://127.0.0.1:{port}")

@@ -15,6 +15,8 @@ Standard about 20, S3 Express about 5), bills every request and sometimes fails.
   - ``dropped``: forwarded, then the connection closed without a reply: the same, as a timeout.
 
   Reads pass through, so the client can always find out what happened. Every fault is logged on stderr.
+- **Ignored conditions** (``--drop-conditions``): writes are forwarded without ``If-None-Match`` and ``If-Match``,
+  as some S3-compatible stores and gateways accept those headers and ignore them.
 - **Requests**: every request received is recorded (method, path without the query string, percent-decoded,
   the raw query string, the status the client got; ``null`` for a dropped one) before it is answered, so a
   client that has its answer finds it recorded. ``GET /__pysparklog/requests`` returns them as a JSON list, in
@@ -54,6 +56,8 @@ REQUESTS_PATH = "/__pysparklog/requests"
 DELAY_PATH = "/__pysparklog/delay"
 # Hop-by-hop headers a proxy does not forward.
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+# The headers of a conditional write, which ``--drop-conditions`` strips as a store or gateway ignoring them would.
+_CONDITIONS = {"if-none-match", "if-match"}
 # A connection to the server that it closed while idle fails the next request with one of these, before the
 # server read it: that request is sent again on a new connection.
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
@@ -89,6 +93,7 @@ class _Proxy(BaseHTTPRequestHandler):
     rng: random.Random
     rate: float
     delay_s: float
+    drop_conditions: bool
     recorder: _Recorder
     lock = threading.Lock()
     _upstream: http.client.HTTPConnection | None = None
@@ -110,7 +115,8 @@ class _Proxy(BaseHTTPRequestHandler):
             return self.rng.choice(FAULTS)
 
     def _forward(self, body: bytes) -> http.client.HTTPResponse:
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+        dropped = _HOP_BY_HOP | (_CONDITIONS if self.drop_conditions else set())
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
         reused = self._upstream is not None
         if self._upstream is None:
             self._upstream = http.client.HTTPConnection(*self.target, timeout=60)
@@ -216,12 +222,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fault-rate", type=float, default=0.3)
     parser.add_argument("--delay-ms", type=float, default=0.0, help="the round trip every request waits (ms)")
+    parser.add_argument(
+        "--drop-conditions", action="store_true", help="forward writes without If-None-Match and If-Match"
+    )
     args = parser.parse_args()
     target = urlsplit(args.target)
     _Proxy.target = (target.hostname or "127.0.0.1", target.port or 80)
     _Proxy.rng = random.Random(args.seed)
     _Proxy.rate = args.fault_rate
     _Proxy.delay_s = args.delay_ms / 1000
+    _Proxy.drop_conditions = args.drop_conditions
     _Proxy.recorder = _Recorder()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), _Proxy)
     server.daemon_threads = True

@@ -18,15 +18,33 @@ obstore reads them, plus the ``options`` given.
 
 from __future__ import annotations
 
+import functools
+import re
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+from obstore.exceptions import (
+    AlreadyExistsError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionError,
+    UnauthenticatedError,
+)
 from obstore.store import from_url
 
-from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError
+from pysparklog.errors import (
+    ConditionalWritesUnsupportedError,
+    InvalidLogDirectoryError,
+    NoSuchBucketError,
+    PySparkLogError,
+    StorageConflictError,
+    StoreAccessDeniedError,
+    StoreUnreachableError,
+)
 from pysparklog.storage.io.base import FileStat, PutMode
 from pysparklog.storage.objects.lease import ObjectLease, lease_ms_from_environment
 
@@ -49,6 +67,39 @@ _CLIENT_OPTIONS = frozenset(
         "user_agent",
     }
 )
+
+
+_Call = TypeVar("_Call", bound=Callable[..., Any])
+#: The store's answers that say its bucket is not there, or that the credentials are refused (S3's error codes).
+_NO_SUCH_BUCKET = "<Code>NoSuchBucket</Code>"
+_DENIED = re.compile(r"<Code>(AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken)</Code>")
+#: How obstore says a request got no answer, after its retries.
+_UNANSWERED = ("error sending request", "connection refused", "timed out", "dns error")
+_ENDPOINT = re.compile(r"performing \w+ (\w+://[^/\s]+)")
+
+
+def _answered(call: _Call) -> _Call:
+    """An ``ObjectStorage`` method whose store errors reach the caller as ``pysparklog.errors``, each one line that
+    names the log directory, the endpoint asked and the setting to check, instead of obstore's error and its debug
+    dump; a missing object stays ``FileNotFoundError``, which callers take for "not written yet"."""
+
+    @functools.wraps(call)
+    def answered(self: ObjectStorage, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(self, *args, **kwargs)
+        except PySparkLogError:
+            raise
+        except Exception as error:
+            typed = self._typed(error)
+            if typed is None:
+                raise
+            raise typed from None
+
+    return answered  # type: ignore[return-value]
+
+
+#: Where the check of conditional writes puts its probe object, below the log directory.
+PROBE_DIRECTORY = ".pysparklog-probe"
 
 
 class ObjectStorage:
@@ -87,9 +138,38 @@ class ObjectStorage:
         except Exception as error:  # obstore raises its own error types for bad URLs and keys
             reason = str(error).splitlines()[0]  # the rest is the Rust error's debug dump
             raise InvalidLogDirectoryError(f"log directory {url!r}: {reason}") from None
+        self._conditions_checked = False
+        self._conditions_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ObjectStorage({self.root!r})"
+
+    def _typed(self, error: Exception) -> PySparkLogError | None:
+        """The ``pysparklog.errors`` error a store's error means, or None for one it does not map (a missing object,
+        a conditional write that lost, which the caller handles)."""
+        text = str(error)
+        found = _ENDPOINT.search(text)
+        endpoint = found.group(1) if found else "the store's default endpoint"
+        if _NO_SUCH_BUCKET in text:
+            return NoSuchBucketError(
+                f"the bucket of log directory {self.root} does not exist at {endpoint}: check the bucket's name in "
+                "the URL, and the endpoint (AWS_ENDPOINT_URL or the endpoint option) and region (AWS_REGION) it is "
+                "looked for at"
+            )
+        if isinstance(error, PermissionDeniedError | UnauthenticatedError) or _DENIED.search(text):
+            return StoreAccessDeniedError(
+                f"the object store at {endpoint} refused the credentials for log directory {self.root}: check "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the cloud's credentials) and the bucket's policy"
+            )
+        if isinstance(error, FileNotFoundError):
+            return None
+        if any(words in text.lower() for words in _UNANSWERED):
+            return StoreUnreachableError(
+                f"the object store of log directory {self.root} did not answer at {endpoint}, after its retries: "
+                "check the endpoint (AWS_ENDPOINT_URL or the endpoint option), AWS_ALLOW_HTTP for http://, and the "
+                "network"
+            )
+        return None
 
     def join(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
@@ -104,6 +184,7 @@ class ObjectStorage:
 
     # -- reading --------------------------------------------------------------------------------
 
+    @_answered
     def read(self, path: str, position: int = 0, length: int | None = None) -> bytes:
         key = self._key(path)
         if position == 0 and length is None:
@@ -123,6 +204,7 @@ class ObjectStorage:
                 return b""
             raise
 
+    @_answered
     def read_versioned(self, path: str) -> tuple[bytes, str] | None:
         """A whole object and its version, from one GET (a ``read`` then a ``stat`` could pair the content with a
         later version); None when it does not exist."""
@@ -133,6 +215,7 @@ class ObjectStorage:
         meta = result.meta
         return bytes(result.bytes()), _version(meta["e_tag"], meta["version"])
 
+    @_answered
     def read_into(self, path: str, position: int, buffer: memoryview) -> int:
         """One ranged GET whose body is copied into ``buffer`` as it arrives: a large range (a commit's section, a
         staged object's) costs one copy into memory the caller keeps, not the client's assembled copy and then
@@ -161,6 +244,7 @@ class ObjectStorage:
             raise FileNotFoundError(path)
         return stat.size
 
+    @_answered
     def stat(self, path: str) -> FileStat | None:
         try:
             meta = obstore.head(self._store, self._key(path))
@@ -169,12 +253,14 @@ class ObjectStorage:
         modified_ms = int(meta["last_modified"].timestamp() * 1000)
         return FileStat(meta["size"], modified_ms, modified_ms, _version(meta["e_tag"], meta["version"]))
 
+    @_answered
     def list_after(self, directory: str, after: str) -> list[str]:
         prefix = self._key(directory) + "/"
         found = obstore.list(self._store, prefix, offset=prefix + after, chunk_size=1000)
         names = [meta["path"][len(prefix) :] for batch in found for meta in batch]
         return sorted(name for name in names if "/" not in name)
 
+    @_answered
     def list(self, directory: str) -> list[str]:
         key = self._key(directory)
         found = obstore.list_with_delimiter(self._store, key or None)
@@ -182,6 +268,7 @@ class ObjectStorage:
         names += [meta["path"].rsplit("/", 1)[-1] for meta in found["objects"]]
         return sorted(set(names))
 
+    @_answered
     def is_directory(self, path: str) -> bool:
         key = self._key(path)
         if not key:
@@ -192,6 +279,58 @@ class ObjectStorage:
     # -- whole-object writes ----------------------------------------------------------------------
 
     def put(
+        self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE, expected_version: str | None = None
+    ) -> FileStat:
+        """``Storage.put``; the first of this object's writes first checks that the store honours conditional writes
+        (``check_conditional_writes``).
+
+        Raises:
+            ConditionalWritesUnsupportedError: The store ignores a condition.
+            StorageConflictError: The condition failed.
+        """
+        if not self._conditions_checked:
+            self.check_conditional_writes()
+        return self._put(path, data, mode=mode, expected_version=expected_version)
+
+    def check_conditional_writes(self) -> None:
+        """Check, once per store object (one per log directory and settings in a process), that the store refuses
+        a create-if-absent of an object that exists and a replace-if-version with a wrong version, on a probe object
+        of its own below ``PROBE_DIRECTORY`` that it deletes again: five requests before the first write, so that a
+        store that would let every writer win every name is refused before it can lose anything.
+
+        Raises:
+            ConditionalWritesUnsupportedError: The store ignored a condition.
+        """
+        with self._conditions_lock:
+            if self._conditions_checked:
+                return
+            probe = self.join(PROBE_DIRECTORY, uuid.uuid4().hex)
+            try:
+                try:
+                    version = self._put(probe, b"probe", mode=PutMode.CREATE).version
+                except StorageConflictError:  # created by a try whose answer was lost, refused on the retry
+                    version = ""
+                self._expect_refused(probe, "If-None-Match: * (create only if absent)", mode=PutMode.CREATE)
+                wrong = version + "-not-its-version"
+                self._expect_refused(probe, "If-Match (replace only if still a version)", expected_version=wrong)
+            finally:
+                self.remove(probe)
+            self._conditions_checked = True
+
+    def _expect_refused(self, probe: str, condition: str, **put: Any) -> None:
+        try:
+            self._put(probe, b"overwritten", **put)
+        except StorageConflictError:
+            return
+        raise ConditionalWritesUnsupportedError(
+            f"the object store of {self.root} accepted a write whose condition {condition} did not hold: it ignores "
+            "conditional writes, so writers of this log directory would overwrite each other's commits and lose "
+            "acknowledged records; use a store that honours If-None-Match and If-Match (AWS S3, Google Cloud Storage, "
+            "Azure Blob Storage, a current MinIO), or a gateway that passes both headers on"
+        )
+
+    @_answered
+    def _put(
         self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE, expected_version: str | None = None
     ) -> FileStat:
         key = self._key(path)
@@ -220,6 +359,7 @@ class ObjectStorage:
         self.remove(path)
         return True
 
+    @_answered
     def remove(self, path: str) -> None:
         """Delete an object without asking first whether it is there (a concurrent delete is no error)."""
         try:
@@ -230,10 +370,12 @@ class ObjectStorage:
     def make_directory(self, path: str) -> None:
         """Nothing: an object store has no directories, only key prefixes."""
 
+    @_answered
     def delete_all(self, paths: Sequence[str]) -> None:
         if paths:
             obstore.delete(self._store, [self._key(path) for path in paths])
 
+    @_answered
     def delete_tree(self, path: str) -> None:
         key = self._key(path)
         keys = [meta["path"] for batch in obstore.list(self._store, key + "/" if key else None) for meta in batch]
