@@ -144,6 +144,17 @@ class ObjectStorage:
     def __repr__(self) -> str:
         return f"ObjectStorage({self.root!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Its state without the lock of its check, which cannot be pickled: a store goes to Spark's executors
+        inside a reader or writer, its check's answer with it."""
+        state = dict(self.__dict__)
+        del state["_conditions_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._conditions_lock = threading.Lock()
+
     def _typed(self, error: Exception) -> PySparkLogError | None:
         """The ``pysparklog.errors`` error a store's error means, or None for one it does not map (a missing object,
         a conditional write that lost, which the caller handles)."""

@@ -4,6 +4,7 @@ proxy that drops the conditions as some S3-compatible stores and gateways do (``
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,14 @@ def test_a_store_honouring_conditions_is_checked_once_per_log_directory(counted_
     storage_for(counted_s3.root).put(storage.join("third"), b"3")  # the same log directory, looked up again
     assert proxy.count(since=before) == 2, proxy.summary(since=before)
     assert storage.list(storage.join()) == ["first", "second", "third"]
+
+
+def test_a_checked_store_goes_to_another_process_with_its_answer(counted_s3: CountedS3) -> None:
+    """A store travels to Spark's executors pickled, inside a reader or a writer."""
+    storage = ObjectStorage(counted_s3.root, counted_s3.storage_options)
+    storage.put(storage.join("first"), b"1")
+    before = counted_s3.proxy.mark()
+    copy = pickle.loads(pickle.dumps(storage))
+    copy.put(copy.join("second"), b"2")
+    assert counted_s3.proxy.count(since=before) == 1, counted_s3.proxy.summary(since=before)
+    assert copy.read(copy.join("first")) == b"1"
