@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from tests.fuzz.mutations import KINDS, catalogue, draw
+from tests.fuzz.mutations import KINDS, catalogue, draw, foreign_indexes, sizes_of
 from tests.fuzz.oracle import exercise
 from tests.fuzz.runner import (
     DEFAULT_SEED,
@@ -27,7 +27,9 @@ def main() -> None:
     parser.add_argument("--kinds", help=f"comma-separated file kinds, of: {', '.join(KINDS)}")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before a mutant is a hang")
-    parser.add_argument("--index", type=int, help="replay this mutant in this process and print its report")
+    parser.add_argument(
+        "--index", type=int, help="replay this mutant (negative: a foreign copy) in this process and print its report"
+    )
     parser.add_argument("--examples", type=int, default=2, help="example mutants shown per failure cause")
     args = parser.parse_args()
     if args.index is not None:
@@ -36,8 +38,13 @@ def main() -> None:
     kinds = args.kinds.split(",") if args.kinds else None
     started = time.monotonic()
     with FuzzSource() as source:
+        files = catalogue(source.source)
         reports = source.run(
-            args.seed, indexes_of(args.mutants, kinds), workers=args.workers, timeout=args.timeout, progress=True
+            args.seed,
+            indexes_of(args.mutants, kinds) + foreign_indexes(files, sizes_of(source.source, files), kinds),
+            workers=args.workers,
+            timeout=args.timeout,
+            progress=True,
         )
     command = f"python -m tests.fuzz --mutants {args.mutants} --seed {args.seed}"
     print(f"{command}: {len(reports)} mutants in {time.monotonic() - started:.0f} s\n")
@@ -50,7 +57,7 @@ def replay(seed: int, index: int) -> None:
     """Mutant ``index`` of run ``seed``, exercised in this process (a hang hangs here: interrupt it)."""
     with FuzzSource() as source:
         files = catalogue(source.source)
-        sizes = {p: os.path.getsize(os.path.join(source.source, p)) for paths in files.values() for p in paths}
+        sizes = sizes_of(source.source, files)
         mutation = draw(seed, index, files, sizes, source.truth)
         print(mutation.describe(), file=sys.stderr, flush=True)
         report = exercise(source.truth, source.source, mutation, os.path.join(source.root, "work"))

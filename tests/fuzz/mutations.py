@@ -4,12 +4,17 @@ Mutant ``index`` damages a file of kind ``KINDS[index % len(KINDS)]``, so every 
 of any run and ``-k <kind>`` runs exactly the mutants of that kind that a full run has. The rest (which
 file, which damage, where) comes from ``random.Random(f"{seed}:{index}")`` over the source directory's
 files, listed in sorted order.
+
+Negative indexes are the foreign copies (``foreign_copies``), the same in every run: each segment and
+state record replaced by the file of the same name from another partition of its topic, records that
+are well formed but not this partition's, which random draws reach too rarely.
 """
 
 from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from tests.fuzz.source import Batch, Truth
@@ -89,6 +94,11 @@ def kind_of(path: str) -> str | None:
     return _SUFFIXES.get(suffix)
 
 
+def sizes_of(log_dir: str, files: dict[str, list[str]]) -> dict[str, int]:
+    """The size of each of ``files`` (as ``catalogue`` lists them)."""
+    return {path: os.path.getsize(os.path.join(log_dir, path)) for paths in files.values() for path in paths}
+
+
 def catalogue(log_dir: str) -> dict[str, list[str]]:
     """The files of each kind in ``log_dir`` (relative paths, sorted)."""
     found: dict[str, list[str]] = {kind: [] for kind in KINDS}
@@ -163,8 +173,46 @@ class Mutation:
         return (self.path,) if self.other is None or self.operation != "swap" else (self.path, self.other)
 
 
+#: Kinds whose files carry a partition's records or its view of them, damaged by ``foreign_copies``.
+FOREIGN_KINDS = ("log", "consumer-offsets", "state")
+
+
+def foreign_copies(files: dict[str, list[str]], sizes: dict[str, int]) -> list[Mutation]:
+    """Every file of ``FOREIGN_KINDS`` replaced by the same-named file of another partition of its topic,
+    and an empty segment by each of another partition's segments, as mutants ``-1``, ``-2``, ... (the
+    order of ``files``)."""
+    found: list[Mutation] = []
+    for kind in FOREIGN_KINDS:
+        paths = files[kind]
+        for path in paths:
+            where = partition_of(path)
+            assert where is not None
+            for other in paths:
+                other_where = partition_of(other)
+                if (
+                    other_where is not None
+                    and other_where[0] == where[0]
+                    and other_where != where
+                    and (os.path.basename(other) == os.path.basename(path) or (sizes[path] == 0 < sizes[other]))
+                ):
+                    index = -len(found) - 1
+                    found.append(Mutation(0, index, kind, "replace-with-other-copy", path, other=other))
+    return found
+
+
+def foreign_indexes(
+    files: dict[str, list[str]], sizes: dict[str, int], kinds: Iterable[str] | None = None
+) -> list[int]:
+    """The indexes of the foreign copies, only of ``kinds`` when given."""
+    wanted = set(KINDS if kinds is None else kinds)
+    return [m.index for m in foreign_copies(files, sizes) if m.kind in wanted]
+
+
 def draw(seed: int, index: int, files: dict[str, list[str]], sizes: dict[str, int], truth: Truth) -> Mutation:
-    """Mutant ``index`` of run ``seed`` over the source directory's ``files`` (by kind) and their ``sizes``."""
+    """Mutant ``index`` of run ``seed`` over the source directory's ``files`` (by kind) and their ``sizes``;
+    a negative ``index`` is a foreign copy, whatever the seed."""
+    if index < 0:
+        return replace(foreign_copies(files, sizes)[-index - 1], seed=seed)
     rng = random.Random(f"{seed}:{index}")
     kind = KINDS[index % len(KINDS)]
     paths = files[kind]

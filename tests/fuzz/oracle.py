@@ -47,7 +47,11 @@ What damage may cost, and nothing more (``Damage``):
   or a ``.txnindex`` cut to no entries) is taken at its word, as Kafka takes it: read_committed reads of
   its partition may then return aborted records or stop early (``recover()`` rebuilds both from the log);
 - text files without a checksum (``partition.metadata``, the JSON state files) may be read as other
-  valid values; their contents are only checked when other files are damaged.
+  valid values; their contents are only checked when other files are damaged;
+- a ``pysparklog.state`` replaced by another partition's that names the same active segment and ends at
+  one of its batch boundaries is, byte for byte, what a writer that died between writing its batches and
+  acknowledging them leaves: until recovery (or the next writer) takes the batches back, readers may stop
+  at that record's log end, which ``log_end_offset`` then says too.
 """
 
 from __future__ import annotations
@@ -227,6 +231,15 @@ class Damage:
         self.replaced_txn_state: set[TopicPartitionKey] = set()
         if mutation is not None and mutation.kind in _TXN_STATE_KINDS and mutation.operation in _WELL_FORMED_DAMAGE:
             self.replaced_txn_state = {p for p in (partition_of(path) for path in mutation.touched()) if p is not None}
+        # Per partition: the log end of another partition's state record that readers may take as a crashed
+        # writer's (see the module's docstring), before recovery.
+        self.state_cut: dict[TopicPartitionKey, int] = {}
+        if (
+            mutation is not None
+            and mutation.kind == "state"
+            and mutation.operation in ("swap", "replace-with-other-copy")
+        ):
+            self._note_foreign_states(truth, mutation)
         if mutation is None or mutation.kind not in ("log", "consumer-offsets"):
             return
         moved = {mutation.path: mutation.other} if mutation.operation == "replace-with-other-copy" else {}
@@ -258,9 +271,26 @@ class Damage:
                 if donor_batches:
                     self.donor_end[where] = max(self.donor_end.get(where, 0), donor_batches[-1].last_offset + 1)
 
+    def _note_foreign_states(self, truth: Truth, mutation: Mutation) -> None:
+        assert mutation.other is not None
+        moved = {mutation.path: mutation.other}
+        if mutation.operation == "swap":
+            moved[mutation.other] = mutation.path
+        for path, donor_path in moved.items():
+            where, donor = partition_of(path), partition_of(donor_path)
+            assert where is not None and donor is not None
+            own, theirs = truth.partitions[where], truth.partitions[donor]
+            if set(theirs.segments) <= set(own.segments) and any(
+                b.last_offset + 1 == theirs.log_end for batches in own.segments.values() for b in batches
+            ):
+                self.state_cut[where] = theirs.log_end
+
     def may_lose(self, tp: TopicPartitionKey, offset: int, recovered: bool) -> bool:
         """Whether the record at ``offset`` may be gone: in the damaged part of its segment, or (once
-        recovery ran) anywhere after the first damaged batch."""
+        recovery ran) anywhere after the first damaged batch; before recovery, past a foreign state record's
+        log end."""
+        if not recovered and tp in self.state_cut and offset >= self.state_cut[tp]:
+            return True
         for first, last in self.segments.get(tp, ()):
             if offset >= first and (recovered or offset <= last):
                 return True

@@ -243,7 +243,9 @@ class _Pool:
             innermost = frames[0]
             where = f"{innermost['file'][innermost['file'].rindex('/pysparklog/') + 1 :]} in {innermost['function']}"
         cause = f"hang in {where}" if "no answer" in why else f"worker died in {where}"
-        kind = KINDS[worker.index % len(KINDS)]
+        # "mutant (seed=S, index=I): <kind>: <damage>", as the worker announced it; foreign copies have no
+        # kind of their own index
+        kind = description.split(": ", 2)[1] if start >= 0 else KINDS[worker.index % len(KINDS)]
         output = "\n".join(text.splitlines()[-5:])
         detail = f"{why}; the main thread's stack:\n{stack}\nthe worker's last output:\n{output}"
         return MutantReport(self.seed, worker.index, kind, description, Outcome.FAILURE, [Failure(cause, detail)])

@@ -40,6 +40,11 @@ ACTIVE_SEGMENT_BYTES = 5000
 SERVER_PROPERTIES = "offsets.topic.num.partitions=3\noffsets.topic.segment.bytes=1048576\n"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 EVENTS, TXN, COMPACTED = "events", "txn", "compacted"
+#: Rolled by hand: both partitions have segments at the same bases, and partition 0 an empty active segment,
+#: so that another partition's copy of a file has the name and bases of this partition's, or fills its
+#: empty segment with batches that continue from its log end or do not.
+ROLLED = "rolled"
+ROLLED_SEGMENT_RECORDS = 10
 TRANSACTIONAL_IDS = ("fuzz-txn-a", "fuzz-txn-b")
 GROUPS = ("billing", "audit", "reports")
 #: A group that commits many partitions at once, so that its ``__consumer_offsets`` partition rolls and is compacted.
@@ -217,7 +222,9 @@ class _Builder:
         topics.create(TXN, 2, never)
         compact = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "retention.ms": "-1"}
         topics.create(COMPACTED, 2, compact)
+        topics.create(ROLLED, 2, never)
         self._events()
+        self._rolled()
         self._transactions()
         self._compacted()
         self._offsets()
@@ -246,6 +253,22 @@ class _Builder:
         log.raise_log_start_offset(bases[1] + 3)  # inside the second segment: the first goes, the second stays partly
         run_retention(log)
         log.close()
+
+    def _rolled(self) -> None:
+        """Segments at bases 0, 10 and 20 in both partitions, partition 0's last one empty, and partition 1's
+        at 30 too: its segments hold offsets that an append to partition 0 would give, and others."""
+        with Producer(self.logs) as producer:
+            for partition, segments in ((0, 2), (1, 4)):
+                log = self.logs.partition(ROLLED, partition)
+                try:
+                    for segment in range(segments):
+                        keys = [f"roll-{self.rng.randrange(5)}".encode() for _ in range(ROLLED_SEGMENT_RECORDS)]
+                        records = [self._record(key) for key in keys]
+                        self._send_arrow(producer, ROLLED, records, [partition] * len(records))
+                        if segment < segments - 1 or partition == 0:
+                            assert log.roll(), f"{ROLLED}-{partition} did not roll"
+                finally:
+                    log.close()
 
     def _transactions(self) -> None:
         """Committed and aborted transactions of two transactional ids, between non-transactional appends."""

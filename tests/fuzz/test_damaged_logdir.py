@@ -5,7 +5,9 @@ A log directory built with every codec, transactions, compaction and committed o
 overwrites, truncations, garbage, deletion, another partition's copy, swaps, zeroed ranges), and every
 mutant must give right answers or typed errors, before and after recovery (``tests/fuzz/oracle.py``),
 never a hang (each runs in a worker process with a timeout), an untyped exception or records that were
-not written. ``docs/guarantees.md`` reports a long run.
+not written. Beside the seeded mutants, every run has the foreign copies: each segment and state record
+replaced by the same-named file of another partition of its topic. ``docs/guarantees.md`` reports a
+long run.
 
 - ``PYSPARKLOG_FUZZ_MUTANTS`` (default 256, about a minute on two cores) and ``PYSPARKLOG_FUZZ_SEED``
   change the run; ``PYSPARKLOG_FUZZ_KINDS=txnindex,snapshot`` or ``-k`` on the test ids
@@ -22,7 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fuzz.mutations import KINDS
+from tests.fuzz.mutations import KINDS, catalogue, foreign_indexes, sizes_of
 from tests.fuzz.oracle import MutantReport, Outcome, exercise
 from tests.fuzz.runner import DEFAULT_SEED, DEFAULT_TIMEOUT, FuzzSource, failure_summary, indexes_of, outcome_table
 
@@ -55,7 +57,9 @@ def _selected_kinds(request: pytest.FixtureRequest) -> list[str]:
 def reports(source: FuzzSource, request: pytest.FixtureRequest) -> dict[str, list[MutantReport]]:
     """The mutants of every selected kind, run once for all the cases (the workers share them out)."""
     kinds = _selected_kinds(request)
-    found = source.run(SEED, indexes_of(MUTANTS, kinds), workers=WORKERS, timeout=DEFAULT_TIMEOUT)
+    files = catalogue(source.source)
+    indexes = indexes_of(MUTANTS, kinds) + foreign_indexes(files, sizes_of(source.source, files), kinds)
+    found = source.run(SEED, indexes, workers=WORKERS, timeout=DEFAULT_TIMEOUT)
     print(f"\nseed {SEED}, {len(found)} mutants\n{outcome_table(found)}")
     by_kind: dict[str, list[MutantReport]] = {kind: [] for kind in kinds}
     for report in found:

@@ -14,7 +14,7 @@ import os
 import pickle
 import sys
 
-from tests.fuzz.mutations import catalogue, draw
+from tests.fuzz.mutations import catalogue, draw, sizes_of
 from tests.fuzz.oracle import exercise
 from tests.fuzz.source import Truth
 
@@ -24,7 +24,7 @@ def main(argv: list[str]) -> None:
     with open(truth_path, "rb") as f:
         truth: Truth = pickle.load(f)
     files = catalogue(source)
-    sizes = {path: os.path.getsize(os.path.join(source, path)) for paths in files.values() for path in paths}
+    sizes = sizes_of(source, files)
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not garble the answers
     exercise(truth, source, None, scratch)  # loads the compiled kernels before the first timed mutant
