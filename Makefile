@@ -48,10 +48,13 @@ test: setup
 	# The packaging test installs the other pyspark 4.2 patch release, which is published as an sdist only: its
 	# wheel is built into pip's cache first, once per machine, as set-up rather than as part of the suite's time.
 	$(PY) -m tests.test_packaging
-	$(PY) -m pytest -q
+	# Two workers: most of the suite waits on JVMs, subprocesses and servers, so two share the two cores well (15 min
+	# against 19 in one process, on a machine other work was loading). The jars they need are fetched first, once.
+	$(PY) -m tests.warm_caches
+	$(PY) -m pytest -q -n 2
 
 test-fast: setup
-	$(PY) -m pytest -q -m 'not slow and not interop and not spark'
+	$(PY) -m pytest -q -n 2 -m 'not slow and not interop and not spark'
 
 bench: setup
 	$(PY) -m benchmarks
