@@ -50,3 +50,13 @@ def test_a_frame_over_the_request_limit_or_of_an_unknown_api_closes_only_its_con
         assert unknown.receive_frame() is None
     with WireClient(endpoint.bootstrap) as healthy:
         assert _ask_versions(healthy).error_code == ErrorCode.none
+
+
+def test_bytes_after_a_request_body_are_ignored_as_a_broker_ignores_them(endpoint: Endpoint) -> None:
+    """librdkafka 2.x sends Metadata v13 with three bytes past its end; a broker answers it, so the endpoint does."""
+    with WireClient(endpoint.bootstrap) as client:
+        frame = client.frame(ApiVersionsRequest(client_software_name="x", client_software_version="1"))
+        (size,) = SIZE.unpack_from(frame)
+        client.send_raw(SIZE.pack(size + 3) + frame[SIZE.size :] + b"\x01\x00\x00")
+        answer = client.receive_frame()
+    assert answer is not None and int.from_bytes(answer[:4], "big") == client.correlation_id
