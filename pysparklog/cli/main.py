@@ -56,6 +56,7 @@ COMMANDS: tuple[str, ...] = (
     "log_cleaner",
     "consumer_groups",
     "transactions",
+    "serve",
 )
 
 

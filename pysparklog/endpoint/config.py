@@ -1,0 +1,61 @@
+"""The endpoint's settings, validated when built: a wrong value fails before anything listens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pysparklog.errors import InvalidConfigError
+
+#: Kafka's ``socket.request.max.bytes`` default: a larger request is refused before it is read.
+DEFAULT_MAX_REQUEST_BYTES = 104_857_600
+DEFAULT_PORT = 9092
+LOOPBACK = "127.0.0.1"
+
+
+def parse_host_port(text: str, what: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for an IPv6 address) as (host, port).
+
+    Raises:
+        InvalidConfigError: It is not a host and a port from 0 to 65535.
+    """
+    host, sep, port_text = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise InvalidConfigError(
+            f"{what} {text!r} is not HOST:PORT; accepted: a host name or address and a port 0-65535"
+        )
+    return host, int(port_text)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointConfig:
+    """How one endpoint listens and what it answers.
+
+    Attributes:
+        host: The address it listens on; loopback unless told otherwise.
+        port: The port it listens on; 0 takes a free one (``Endpoint.port`` says which).
+        advertised_host: The host clients are told to connect to (Metadata's brokers); the listening host when
+            None (and this machine's name when that is a wildcard address).
+        advertised_port: The port clients are told; the listening port when None.
+        max_request_bytes: Kafka's ``socket.request.max.bytes``: a larger request closes its connection unread.
+        node_id: The broker id this endpoint gives itself in Metadata; derived from the advertised address when
+            None, so that every endpoint of a log directory has its own.
+    """
+
+    host: str = LOOPBACK
+    port: int = DEFAULT_PORT
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    node_id: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, port in (("port", self.port), ("advertised port", self.advertised_port)):
+            if port is not None and not (isinstance(port, int) and 0 <= port <= 65535):
+                raise InvalidConfigError(f"{name} {port!r} is out of range; accepted: 0 to 65535")
+        if not (isinstance(self.max_request_bytes, int) and 1024 <= self.max_request_bytes <= 2**31 - 1):
+            raise InvalidConfigError(
+                f"socket.request.max.bytes {self.max_request_bytes!r} is out of range; accepted: 1024 to 2147483647"
+            )
+        if self.node_id is not None and not (isinstance(self.node_id, int) and 0 <= self.node_id <= 2**31 - 1):
+            raise InvalidConfigError(f"node id {self.node_id!r} is out of range; accepted: 0 to 2147483647")
