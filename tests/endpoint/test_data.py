@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -45,16 +45,10 @@ def _consume(endpoint: Endpoint, partitions: list[TopicPartition], expected: int
             if error is not None:
                 assert error.code() == KafkaError._PARTITION_EOF, error
                 continue
-            records.append(
-                (
-                    message.partition(),
-                    message.offset(),
-                    message.key(),
-                    message.value(),
-                    list(message.headers() or []),
-                    message.timestamp()[1],
-                )
-            )
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None
+            headers = cast("list[tuple[str, bytes]]", message.headers() or [])
+            records.append((partition, offset, message.key(), message.value(), list(headers), message.timestamp()[1]))
     finally:
         consumer.close()
     return sorted(records)
