@@ -155,6 +155,21 @@ def test_a_corrupt_batch_is_refused_and_nothing_is_written(endpoint: Endpoint, l
     assert _end(log_dir, 0) == 2
 
 
+def test_empty_records_and_appends_to_an_internal_topic_are_refused(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    """Kafka wants a batch in each partition's records, and lets no client append to its internal topics, whose
+    records only the coordinators write (here, the offsets written by pysparklog's group coordinator)."""
+    log_dir.topics.create(TOPIC, 1)
+    log_dir.topics.create("__consumer_offsets", 1)
+    with WireClient(endpoint.bootstrap) as client:
+        assert _produced(client, 0, None).error_code == ErrorCode.invalid_record
+        assert _produced(client, 0, b"").error_code == ErrorCode.invalid_record
+        internal = _produced(client, 0, _batches([b"x"]), topic="__consumer_offsets")
+        assert internal.error_code == ErrorCode.invalid_topic_exception
+    assert _end(log_dir) == 0
+    with log_dir.partition("__consumer_offsets", 0) as log:
+        assert log.log_end_offset == 0
+
+
 def test_produce_answers_each_partition_with_its_offsets(endpoint: Endpoint, log_dir: LogDirectory) -> None:
     log_dir.topics.create(TOPIC, 3)
     with WireClient(endpoint.bootstrap) as client:
