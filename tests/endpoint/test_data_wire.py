@@ -399,12 +399,22 @@ def test_list_offsets_earliest_latest_max_timestamp_and_by_timestamp(endpoint: E
     found = {ts: (a.error_code, a.offset, a.timestamp, a.leader_epoch) for ts, a in answers.items()}
     assert found[-2] == found[-4] == (ErrorCode.none, 1, -1, -1)
     assert found[-1] == (ErrorCode.none, 5, -1, -1)
+    assert found[-3] == (ErrorCode.none, 3, 4000, -1)
     with log_dir.partition(TOPIC, 0) as log:
-        assert found[-3][1:3] == log.offset_for_timestamp(-3)
         for ts in (1500, 3000, 3600):
             assert found[ts][1:3] == log.offset_for_timestamp(ts)
     assert found[3600][1:3] == (3, 4000)
     assert found[9999] == (ErrorCode.none, -1, -1, -1)
+
+
+def test_max_timestamp_is_the_offset_of_the_record_holding_it(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    """As Kafka answers since 3.8 (KAFKA-16310): the record's offset, not the last offset of its batch."""
+    log_dir.topics.create(TOPIC, 1)
+    with WireClient(endpoint.bootstrap) as client:
+        _produced(client, 0, _batches([b"a", b"b"], timestamps=[1000, 2000]))
+        _produced(client, 0, _batches([b"c", b"d", b"e"], timestamps=[5000, 3000, 5000]))
+        answer = _list_offsets(client, -3)
+    assert (answer.error_code, answer.offset, answer.timestamp) == (ErrorCode.none, 2, 5000)
 
 
 # -- Metadata --------------------------------------------------------------------------------------------------------
