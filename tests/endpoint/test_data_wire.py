@@ -170,6 +170,22 @@ def test_empty_records_and_appends_to_an_internal_topic_are_refused(endpoint: En
         assert log.log_end_offset == 0
 
 
+def test_a_batch_over_the_topics_limits_is_refused_with_kafkas_code(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    log_dir.topics.create(TOPIC, 1, configs={"max.message.bytes": "200", "message.timestamp.before.max.ms": "60000"})
+    now_ms = int(time.time() * 1000)
+    with WireClient(endpoint.bootstrap) as client:
+        too_large = _produced(client, 0, _batches([b"x" * 500], timestamps=[now_ms]))
+        too_old = _produced(client, 0, _batches([b"x"], timestamps=[now_ms - 3_600_000]))
+        fine = _produced(client, 0, _batches([b"x"], timestamps=[now_ms]))
+    assert (too_large.error_code, too_old.error_code, fine.error_code) == (
+        ErrorCode.message_too_large,
+        ErrorCode.invalid_timestamp,
+        ErrorCode.none,
+    )
+    assert "max.message.bytes" in (too_large.error_message or "")
+    assert _end(log_dir) == 1
+
+
 def test_produce_answers_each_partition_with_its_offsets(endpoint: Endpoint, log_dir: LogDirectory) -> None:
     log_dir.topics.create(TOPIC, 3)
     with WireClient(endpoint.bootstrap) as client:
