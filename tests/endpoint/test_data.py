@@ -19,6 +19,7 @@ from pysparklog.endpoint.apis import served
 from pysparklog.producer import Producer as LogProducer
 from pysparklog.storage.log_dir import LogDirectory
 from tests.conftest import BUCKET
+from tests.endpoint.test_data_wire import write_transactions
 
 TOPIC = "orders"
 BASE_TIME_MS = 1_700_000_000_000
@@ -113,6 +114,24 @@ def test_records_appended_by_pysparklog_are_read_by_librdkafka(endpoint: Endpoin
     consumed = _consume(endpoint, [TopicPartition(TOPIC, p, 0) for p in range(2)], 40)
     assert consumed == _stored(log_dir, TOPIC, 2)
     assert len(consumed) == 40
+
+
+def test_a_read_committed_librdkafka_consumer_gets_what_pysparklog_reads_committed(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    """Transactions written by pysparklog's producer (committed, aborted, one left open) read through the endpoint by
+    librdkafka with isolation.level=read_committed: the committed records only, up to the open transaction."""
+    log_dir.topics.create(TOPIC, 1)
+    write_transactions(log_dir)
+    with log_dir.partition(TOPIC, 0) as log:
+        expected = [
+            row["value"] for batch in log.read_arrow(isolation_level="read_committed") for row in batch.to_pylist()
+        ]
+    assert expected == [b"c1", b"c2", b"c3"]
+    consumed = _consume(endpoint, [TopicPartition(TOPIC, 0, 0)], 3, **{"isolation.level": "read_committed"})
+    assert [r[3] for r in consumed] == expected
+    uncommitted = _consume(endpoint, [TopicPartition(TOPIC, 0, 0)], 6, **{"isolation.level": "read_uncommitted"})
+    assert [r[3] for r in uncommitted] == [b"c1", b"c2", b"a1", b"a2", b"c3", b"open"]
 
 
 def test_a_consumer_starting_past_the_log_start_reads_from_there(endpoint: Endpoint, log_dir: LogDirectory) -> None:

@@ -363,7 +363,7 @@ def test_a_session_the_endpoint_never_gave_is_not_found(endpoint: Endpoint, log_
     assert (response.error_code, response.session_id) == (ErrorCode.fetch_session_id_not_found, 0)
 
 
-def _transactions(log_dir: LogDirectory) -> None:
+def write_transactions(log_dir: LogDirectory) -> None:
     """Offsets 0-1 committed (and its marker at 2), 3-4 aborted (marker at 5), 6 committed (marker 7), then 8 in a
     transaction left open."""
     config = ProducerConfig(transactional_id="t-1", enable_idempotence=True)
@@ -384,7 +384,7 @@ def test_read_committed_stops_at_the_last_stable_offset_with_the_aborted_transac
     endpoint: Endpoint, log_dir: LogDirectory
 ) -> None:
     log_dir.topics.create(TOPIC, 1)
-    _transactions(log_dir)
+    write_transactions(log_dir)
     with log_dir.partition(TOPIC, 0) as log:
         stable, end = log.last_stable_offset, log.log_end_offset
     assert (stable, end) == (8, 9)
