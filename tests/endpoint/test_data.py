@@ -179,6 +179,37 @@ def test_a_long_poll_is_woken_by_an_append_from_another_process(endpoint: Endpoi
     assert received_at - appended_at < 2.0, "the fetch waited out its max wait instead of seeing the append"
 
 
+def test_two_endpoints_of_one_log_directory_serve_one_log(log_dir: LogDirectory) -> None:
+    """Records produced through one endpoint are consumed through another, each answering as the leader of every
+    partition; the second endpoint's consumer sees them within a poll of the log ends."""
+    log_dir.topics.create(TOPIC, 2)
+    with Endpoint(log_dir, EndpointConfig(port=0)) as first, Endpoint(log_dir, EndpointConfig(port=0)) as second:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": second.bootstrap,
+                "group.id": "unused",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10_000,
+            }
+        )
+        try:
+            consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
+            assert consumer.poll(1.0) is None
+            producer = _confluent_producer(first)
+            for i in range(10):
+                producer.produce(TOPIC, value=b"%d" % i, partition=i % 2)
+            assert producer.flush(10) == 0
+            received: list[bytes | None] = []
+            deadline = time.monotonic() + 5
+            while len(received) < 10 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    received.append(message.value())
+        finally:
+            consumer.close()
+    assert sorted(value or b"" for value in received) == sorted(b"%d" % i for i in range(10))
+
+
 def test_produce_and_consume_through_an_endpoint_over_an_object_store(s3_endpoint: str, tmp_path: Path) -> None:
     """The same round trip with the log directory on S3 (the moto server): a topic's partitions are appended in one
     commit, and the records read back through the endpoint are those pysparklog reads from the store."""
