@@ -306,6 +306,21 @@ def _offsets_in(records: bytes | None) -> list[int]:
     return offsets
 
 
+def test_a_fetch_reads_one_segment_and_the_next_fetch_goes_on_into_the_next(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    log_dir.topics.create(TOPIC, 1)
+    with WireClient(endpoint.bootstrap) as client:
+        for values in ([b"a", b"b"], [b"c"], [b"d", b"e"]):
+            _produced(client, 0, _batches(values))
+            with log_dir.partition(TOPIC, 0) as log:
+                log.roll()
+        with log_dir.partition(TOPIC, 0) as log:
+            assert [segment.base_offset for segment in log.segments()] == [0, 2, 3, 5]
+        read = [_offsets_in(_fetch(client, {0: offset}).responses[0].partitions[0].records) for offset in range(6)]
+    assert read == [[0], [0], [2], [3], [3], []]
+
+
 def test_a_fetch_outside_the_log_gets_offset_out_of_range_with_the_log_offsets(
     endpoint: Endpoint, log_dir: LogDirectory
 ) -> None:
