@@ -143,6 +143,28 @@ def test_a_consumer_starting_past_the_log_start_reads_from_there(endpoint: Endpo
     assert [(r[1], r[3]) for r in consumed] == [(7, b"7"), (8, b"8"), (9, b"9")]
 
 
+def test_librdkafka_resets_an_out_of_range_position_and_finds_offsets_by_time(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    """OFFSET_OUT_OF_RANGE makes the consumer reset by auto.offset.reset, which it looks up with ListOffsets, as
+    it does offsets_for_times and the watermarks."""
+    log_dir.topics.create(TOPIC, 1)
+    with LogProducer(log_dir) as producer:
+        for i in range(10):
+            producer.send(TOPIC, value=b"%d" % i, partition=0, timestamp_ms=BASE_TIME_MS + 10 * i)
+    reset = _consume(endpoint, [TopicPartition(TOPIC, 0, 100)], 10, **{"auto.offset.reset": "earliest"})
+    assert [r[1] for r in reset] == list(range(10))
+    consumer = Consumer({"bootstrap.servers": endpoint.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10) == (0, 10)
+        found = consumer.offsets_for_times([TopicPartition(TOPIC, 0, BASE_TIME_MS + 35)], timeout=10)
+        past = consumer.offsets_for_times([TopicPartition(TOPIC, 0, BASE_TIME_MS + 1000)], timeout=10)
+    finally:
+        consumer.close()
+    assert [(tp.offset, tp.error) for tp in found] == [(4, None)]
+    assert [tp.offset for tp in past] == [-1]  # no record that late: the end, as librdkafka reports it
+
+
 def test_a_long_poll_is_woken_by_an_append_from_another_process(endpoint: Endpoint, log_dir: LogDirectory) -> None:
     """The consumer waits up to 10 s for records (fetch.wait.max.ms); another process appends after it started
     waiting, and the record arrives within a poll of the log end, long before the wait ends."""
