@@ -26,6 +26,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
+from pysparklog.endpoint.data import state as data_state
 from pysparklog.endpoint.data.metadata import topic_uuid
 from pysparklog.endpoint.data.state import CLUSTER_ID_FILE
 from pysparklog.producer import Producer as LogProducer
@@ -341,8 +342,11 @@ def test_a_fetch_outside_the_log_gets_offset_out_of_range_with_the_log_offsets(
 
 
 def test_a_long_poll_waits_for_min_bytes_and_is_woken_by_a_produce_through_the_endpoint(
-    endpoint: Endpoint, log_dir: LogDirectory
+    endpoint: Endpoint, log_dir: LogDirectory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The endpoint's own appends wake a waiting fetch at once: with the look at the log ends made rare, only the
+    wake can end the wait early."""
+    monkeypatch.setattr(data_state, "FILE_SYSTEM_POLL_S", 60.0)
     log_dir.topics.create(TOPIC, 1)
     with WireClient(endpoint.bootstrap) as fetcher, WireClient(endpoint.bootstrap) as producer:
         started = time.monotonic()
