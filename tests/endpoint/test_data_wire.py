@@ -4,6 +4,7 @@ with the bare wire client and checked against the log directory."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -517,3 +518,30 @@ def test_a_topic_deleted_and_created_again_is_served_from_its_new_log(
         assert _produced(client, 0, _batches([b"new"])).base_offset == 0
         answer = _fetch(client, {0: 0}).responses[0].partitions[0]
     assert (answer.high_watermark, _offsets_in(answer.records)) == (1, [0])
+
+
+def test_past_its_bound_the_endpoint_closes_the_least_recently_used_logs_and_reopens_them(
+    endpoint: Endpoint, log_dir: LogDirectory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each open log holds its lock file open: past ``MAX_OPEN_LOGS`` the least recently used are closed, and a log
+    closed so serves again when asked."""
+    monkeypatch.setattr(data_state, "MAX_OPEN_LOGS", 2)
+    log_dir.topics.create(TOPIC, 4)
+    with WireClient(endpoint.bootstrap) as client:
+        for round_ in range(2):
+            for partition in range(4):
+                assert _produced(client, partition, _batches([b"%d" % round_])).base_offset == round_
+        fetched = _fetch(client, dict.fromkeys(range(4), 0)).responses[0].partitions
+        held = {
+            os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if _is_link(f"/proc/self/fd/{fd}")
+        }
+    assert [_offsets_in(p.records) for p in fetched] == [[0, 1]] * 4
+    assert len({path.rpartition("/")[0] for path in held if path.startswith(log_dir.path + "/" + TOPIC)}) == 2
+
+
+def _is_link(path: str) -> bool:
+    try:
+        os.readlink(path)
+    except OSError:  # closed meanwhile
+        return False
+    return True

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from pysparklog.endpoint.context import EndpointState
@@ -28,6 +29,9 @@ CLUSTER_ID_KEY = "cluster.id"
 #: object store it is a request per topic (the last commit's header), so it looks less often there.
 FILE_SYSTEM_POLL_S = 0.05
 OBJECT_STORE_POLL_S = 0.5
+#: At most this many partition logs are kept open (each holds a file descriptor or two): past it, the least recently
+#: used is closed, and opened again when asked for.
+MAX_OPEN_LOGS = 1024
 
 
 def _properties_value(text: str, key: str) -> str | None:
@@ -56,9 +60,9 @@ class OpenLog:
 class DataState:
     """The data plane's per-endpoint state.
 
-    Open partition logs are cached: opening one reads its directory (and on an object store sets up its replica), and
-    each keeps a lock file open. A log is opened for its topic's id; when a request finds the topic with another id
-    (deleted and created again) or gone, the cached log is closed and dropped.
+    Open partition logs are cached, up to ``MAX_OPEN_LOGS``: opening one reads its directory (and on an object store
+    sets up its replica), and each keeps a lock file open. A log is opened for its topic's id; when a request finds
+    the topic with another id (deleted and created again) or gone, the cached log is closed and dropped.
 
     Args:
         endpoint: The endpoint's shared state.
@@ -69,7 +73,7 @@ class DataState:
         self.log_dir = endpoint.log_dir
         self._on_file_system = isinstance(self.log_dir.storage, FileSystemStorage)
         self.poll_interval_s = FILE_SYSTEM_POLL_S if self._on_file_system else OBJECT_STORE_POLL_S
-        self._logs: dict[tuple[str, int], OpenLog] = {}
+        self._logs: OrderedDict[tuple[str, int], OpenLog] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
         self._cluster_id: str | None = None
         self._appended = asyncio.Event()
@@ -114,15 +118,20 @@ class DataState:
         with self._lock:
             cached = self._logs.get(key)
             if cached is not None and cached.topic_id == topic.topic_id:
+                self._logs.move_to_end(key)
                 return cached.log
         self._drop(topic.name, keep_id=topic.topic_id)
         opened = self.log_dir.partition(topic.name, partition)
         with self._lock:
             cached = self._logs.get(key)
             if cached is not None and cached.topic_id == topic.topic_id:  # another thread opened it meanwhile
-                opened.close()
-                return cached.log
-            self._logs[key] = OpenLog(topic.topic_id, opened)
+                evicted = [opened]
+                opened = cached.log
+            else:
+                self._logs[key] = OpenLog(topic.topic_id, opened)
+                evicted = [self._logs.popitem(last=False)[1].log for _ in range(len(self._logs) - MAX_OPEN_LOGS)]
+        for log in evicted:
+            log.close()  # a thread still using one reopens its files as it goes on (a closed log is reusable)
         return opened
 
     def _drop(self, name: str, keep_id: str | None) -> None:
