@@ -127,8 +127,9 @@ def _batches_below(
         entries = chunk.entries
         ends = entries.positions + entries.sizes
         below = entries.base_offsets < upper
-        fits = ends <= max_bytes
-        take = int(np.argmin(below & fits)) if not (below & fits).all() else len(entries)
+        # Both rise with the position, so the batches taken are a prefix: up to the first that is not both.
+        taken = below & (ends <= max_bytes)
+        take = len(entries) if taken.all() else int(np.argmin(taken))
         if take == 0 and min_one and below[0]:
             take = 1
         if take == 0:
