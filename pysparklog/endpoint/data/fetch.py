@@ -37,7 +37,6 @@ from pysparklog.endpoint.data.state import DataState
 from pysparklog.errors import PySparkLogError
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.objects.log import ObjectPartitionLog
-from pysparklog.storage.topics import TopicMetadata
 
 FETCH = 1
 READ_COMMITTED = 1
@@ -63,18 +62,14 @@ def _read_all(data: DataState, request: Any) -> tuple[list[PartitionFetch], int]
     total = 0
     answers = []
     for topic in request.topics:
-        metadata: TopicMetadata | None = None
-        topic_error: BaseException | None = None
         try:
             metadata = data.topic(topic.topic)
         except (PySparkLogError, OSError) as error:
-            topic_error = error
+            code = error_code(error, f"a fetch of topic {topic.topic}")
+            answers.extend(PartitionFetch(topic.topic, asked.partition, code, None) for asked in topic.partitions)
+            continue
         for asked in topic.partitions:
             what = f"a fetch of {topic.topic}-{asked.partition}"
-            if metadata is None:
-                assert topic_error is not None
-                answers.append(PartitionFetch(topic.topic, asked.partition, error_code(topic_error, what), None))
-                continue
             try:
                 log = data.log(metadata, asked.partition)
             except (PySparkLogError, OSError) as error:
