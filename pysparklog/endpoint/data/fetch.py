@@ -60,7 +60,7 @@ def _read_all(data: DataState, request: Any) -> tuple[list[PartitionFetch], int]
     committed = request.isolation_level == READ_COMMITTED
     budget = max(int(request.max_bytes), 0)
     total = 0
-    answers = []
+    answers: list[PartitionFetch] = []
     for topic in request.topics:
         try:
             metadata = data.topic(topic.topic)
