@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 from pysparklog.endpoint.context import RequestContext
 from pysparklog.endpoint.data.errors import error_code
 from pysparklog.endpoint.data.metadata import NO_LEADER_EPOCH, NO_THROTTLE
-from pysparklog.endpoint.data.state import DataState
+from pysparklog.endpoint.data.state import DataState, Leases
 from pysparklog.errors import InvalidOffsetError, PySparkLogError
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_reads import segment_index
@@ -94,7 +94,9 @@ def _list_topic(data: DataState, topic: Any, committed: bool) -> list[tuple[int,
         return [(int(p.partition_index), code, UNKNOWN, UNKNOWN) for p in topic.partitions]
     for asked in topic.partitions:
         try:
-            offset, timestamp = _offset_for(data.log(metadata, asked.partition_index), int(asked.timestamp), committed)
+            with Leases(data) as leases:
+                log = leases.log(metadata, asked.partition_index)
+                offset, timestamp = _offset_for(log, int(asked.timestamp), committed)
             answers.append((int(asked.partition_index), ErrorCode.none, offset, timestamp))
         except (PySparkLogError, OSError) as error:
             code = error_code(error, f"offsets of {topic.name}-{asked.partition_index}")
