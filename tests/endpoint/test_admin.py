@@ -33,7 +33,7 @@ from kio.schema.incremental_alter_configs.v1 import response as alter_configs_v1
 from kio.static.primitive import i32Timedelta
 
 from pysparklog.endpoint import Endpoint
-from pysparklog.endpoint.apis.admin import topic_uuid
+from pysparklog.endpoint.data.metadata import topic_uuid
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.topics import MAX_PARTITIONS
 from tests.conftest import keyed_table

@@ -13,7 +13,6 @@ served too, a topic's id being the one in its ``partition.metadata``.
 
 from __future__ import annotations
 
-import base64
 import enum
 import uuid
 from collections import Counter
@@ -26,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from pysparklog.endpoint.apis import Api
 from pysparklog.endpoint.apis.versions import NO_THROTTLE
 from pysparklog.endpoint.context import RequestContext
+from pysparklog.endpoint.data.metadata import topic_id_text, topic_uuid
 from pysparklog.errors import (
     InvalidConfigError,
     InvalidOffsetError,
@@ -37,7 +37,6 @@ from pysparklog.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from pysparklog.storage import checkpoints
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.topic_config import (
     NUM_PARTITIONS,
@@ -142,11 +141,6 @@ def refusal(error: Exception) -> Refused:
 #: What a change of one topic, resource or partition can raise that is answered with an error code rather than by
 #: closing the connection: the engine's errors and its storage's.
 ANSWERED = (Refused, PySparkLogError, OSError)
-
-
-def topic_uuid(topic_id: str) -> uuid.UUID:
-    """A topic id of the engine (Kafka's ``Uuid.toString``, 22 base64url characters) as the wire's UUID."""
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
 
 
 def duplicates(names: Iterable[Any]) -> set[Any]:
@@ -402,7 +396,7 @@ def _delete_topics(context: RequestContext, request: Any) -> Any:
         if topic_id in twice_ids:
             continue
         try:
-            targets[topics.topic_with_id(checkpoints.topic_id_text(topic_id.bytes)).name] = topic_id
+            targets[topics.topic_with_id(topic_id_text(topic_id)).name] = topic_id
         except ANSWERED as error:
             refused = refusal(error)
             unknown = isinstance(error, (UnknownTopicError, InvalidTopicIdError))
