@@ -176,3 +176,23 @@ def test_topics_and_configs_on_an_object_store(s3_endpoint_of: tuple[Endpoint, s
         assert log.log_start_offset == 3
     assert _outcome(admin.delete_topics(["orders"])["orders"]) is None
     assert LogDirectory(url).topics.names() == []
+
+
+def test_two_endpoints_creating_one_topic_at_once_create_it_once(log_dir: LogDirectory) -> None:
+    """Endpoints share the log directory's topic metadata (changed under its lock): of two creations of one topic
+    racing through two endpoints, one succeeds and the other finds it exists, whichever wins."""
+    with (
+        Endpoint(log_dir.path, EndpointConfig(port=0)) as first,
+        Endpoint(log_dir.path, EndpointConfig(port=0)) as other,
+    ):
+        admins = [_admin(first), _admin(other)]
+        rounds = 5
+        for index in range(rounds):
+            name = f"raced-{index}"
+            futures = [admin.create_topics([NewTopic(name, num_partitions=2)])[name] for admin in admins]
+            outcomes = [_outcome(future) for future in futures]
+            assert sorted(repr(o.code()) if isinstance(o, KafkaError) else "created" for o in outcomes) == [
+                repr(KafkaError.TOPIC_ALREADY_EXISTS),
+                "created",
+            ]
+        assert log_dir.topics.names() == [f"raced-{index}" for index in range(rounds)]
