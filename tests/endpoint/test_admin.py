@@ -496,3 +496,16 @@ def test_delete_records_raises_each_log_start_offset_or_answers_why_not(
         assert log.log_start_offset == 4
     with log_dir.partition("compacted", 0) as log:
         assert log.log_start_offset == 0
+
+
+def test_a_bad_server_properties_or_operation_is_answered_not_fatal(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    """What the endpoint cannot describe or do is a resource's error, and the connection goes on serving."""
+    log_dir.topics.create("orders", 1)
+    _server_properties(log_dir, "log.retention.hours=soon\n")
+    with WireClient(endpoint.bootstrap) as client:
+        (described,) = _describe_v4(client, (TOPIC, "orders", None))
+        unknown_operation = _alter_v1(client, (TOPIC, "orders", (("retention.ms", 7, "1"),)))
+    assert described.error_code == ErrorCode.invalid_config
+    assert "server.properties: log.retention.hours" in described.error_message
+    code, message = unknown_operation["orders"]
+    assert code == ErrorCode.invalid_request and "Unknown config operation 7" in message and "3 (SUBTRACT)" in message

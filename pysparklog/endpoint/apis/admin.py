@@ -14,6 +14,7 @@ served too, a topic's id being the one in its ``partition.metadata``.
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -32,8 +33,10 @@ from pysparklog.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
     InvalidTopicIdError,
+    ObjectStoreError,
     PolicyViolationError,
     PySparkLogError,
+    StorageConflictError,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -50,6 +53,8 @@ from pysparklog.storage.topic_config import (
     describe_configs,
 )
 from pysparklog.storage.topics import TopicMetadata
+
+log = logging.getLogger("pysparklog.endpoint")
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -110,8 +115,9 @@ class Refused(Exception):
         self.message = message
 
 
-#: The engine's errors that a request's content causes, by the Kafka error code answering them (first match wins:
-#: ``InvalidTopicError`` before the errors it derives from).
+#: The engine's errors, by the Kafka error code answering them in an admin API (first match wins: ``InvalidTopicError``
+#: before the errors it derives from). Not the data plane's table (``data.errors``): here a partition count refused is
+#: INVALID_PARTITIONS and an offset refused OFFSET_OUT_OF_RANGE, as Kafka's controller and DeleteRecords answer them.
 _ENGINE_ERRORS: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (TopicExistsError, ErrorCode.topic_already_exists),
     (InvalidTopicError, ErrorCode.invalid_topic_exception),
@@ -121,20 +127,27 @@ _ENGINE_ERRORS: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (InvalidTopicIdError, ErrorCode.unknown_topic_id),
     (PolicyViolationError, ErrorCode.policy_violation),
     (InvalidOffsetError, ErrorCode.offset_out_of_range),
+    # The storage failed, or another process changed the topic metadata while this one held the lock it lost:
+    # retriable, an admin client sends again.
+    (StorageConflictError, ErrorCode.kafka_storage_error),
+    (ObjectStoreError, ErrorCode.kafka_storage_error),
+    (OSError, ErrorCode.kafka_storage_error),
 )
 
 
 def refusal(error: Exception) -> Refused:
     """The Kafka error code and message answering an error of the engine: a known refusal by its code, a failing
-    storage (an ``OSError``, an object store's error) as KAFKA_STORAGE_ERROR, anything else of the engine as
-    UNKNOWN_SERVER_ERROR; the message is the engine's, which names the problem and what is accepted."""
+    storage as KAFKA_STORAGE_ERROR (logged), anything else of the engine as UNKNOWN_SERVER_ERROR (logged with its
+    traceback); the message is the engine's, which names the problem and what is accepted."""
     if isinstance(error, Refused):
         return error
     for kind, code in _ENGINE_ERRORS:
         if isinstance(error, kind):
+            if code is ErrorCode.kafka_storage_error:
+                log.warning("storage error serving an admin request: %s", error)
+                return Refused(code, f"the log directory's storage failed: {error}")
             return Refused(code, str(error))
-    if isinstance(error, OSError):
-        return Refused(ErrorCode.kafka_storage_error, f"the log directory's storage failed: {error}")
+    log.error("unexpected error serving an admin request", exc_info=error)
     return Refused(ErrorCode.unknown_server_error, f"{type(error).__name__}: {error}")
 
 
