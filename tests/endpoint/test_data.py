@@ -8,17 +8,22 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from pysparklog.endpoint import Endpoint
+from pysparklog.endpoint import Endpoint, EndpointConfig
+from pysparklog.endpoint.apis import served
 from pysparklog.producer import Producer as LogProducer
 from pysparklog.storage.log_dir import LogDirectory
+from tests.conftest import BUCKET
 
 TOPIC = "orders"
 BASE_TIME_MS = 1_700_000_000_000
+#: The API an idempotent producer asks its producer id with.
+INIT_PRODUCER_ID = 22
 
 Record = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes]], int]
 """(partition, offset, key, value, headers, timestamp ms) of one record."""
@@ -45,16 +50,10 @@ def _consume(endpoint: Endpoint, partitions: list[TopicPartition], expected: int
             if error is not None:
                 assert error.code() == KafkaError._PARTITION_EOF, error
                 continue
-            records.append(
-                (
-                    message.partition(),
-                    message.offset(),
-                    message.key(),
-                    message.value(),
-                    list(message.headers() or []),
-                    message.timestamp()[1],
-                )
-            )
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None
+            headers = cast("list[tuple[str, bytes]]", message.headers() or [])
+            records.append((partition, offset, message.key(), message.value(), list(headers), message.timestamp()[1]))
     finally:
         consumer.close()
     return sorted(records)
@@ -159,3 +158,55 @@ def test_a_long_poll_is_woken_by_an_append_from_another_process(endpoint: Endpoi
     assert message is not None and message.error() is None
     assert message.value() == b"from-another-process"
     assert received_at - appended_at < 2.0, "the fetch waited out its max wait instead of seeing the append"
+
+
+def test_produce_and_consume_through_an_endpoint_over_an_object_store(s3_endpoint: str, tmp_path: Path) -> None:
+    """The same round trip with the log directory on S3 (the moto server): a topic's partitions are appended in one
+    commit, and the records read back through the endpoint are those pysparklog reads from the store."""
+    log_dir = LogDirectory(f"s3://{BUCKET}{tmp_path}/logs")
+    log_dir.topics.create(TOPIC, 2)
+    with Endpoint(log_dir, EndpointConfig(port=0)) as endpoint:
+        producer = _confluent_producer(endpoint, **{"compression.type": "zstd", "linger.ms": 50})
+        for i in range(40):
+            producer.produce(
+                TOPIC, key=b"key-%d" % i, value=b"value-%d" % i, partition=i % 2, timestamp=BASE_TIME_MS + i
+            )
+        assert producer.flush(30) == 0
+        consumed = _consume(endpoint, [TopicPartition(TOPIC, p, 0) for p in range(2)], 40)
+        assert len(consumed) == 40
+        assert consumed == _stored(LogDirectory(f"s3://{BUCKET}{tmp_path}/logs"), TOPIC, 2)
+        # A consumer waiting at the log end sees a commit made by another writer within a poll of the chain.
+        consumer = Consumer(
+            {
+                "bootstrap.servers": endpoint.bootstrap,
+                "group.id": "unused",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10_000,
+            }
+        )
+        try:
+            consumer.assign([TopicPartition(TOPIC, 0, 20)])
+            assert consumer.poll(1.0) is None
+            with LogProducer(LogDirectory(f"s3://{BUCKET}{tmp_path}/logs")) as other_writer:
+                other_writer.send(TOPIC, value=b"committed elsewhere", partition=0)
+            appended_at = time.monotonic()
+            message = consumer.poll(8.0)
+            received_at = time.monotonic()
+        finally:
+            consumer.close()
+    assert message is not None and message.error() is None and message.offset() == 20
+    assert received_at - appended_at < 3.0, "the fetch waited out its max wait instead of seeing the commit"
+
+
+@pytest.mark.skipif(INIT_PRODUCER_ID not in served(), reason="InitProducerId (the transactions family) is not served")
+def test_an_idempotent_librdkafka_producer_writes_each_record_once(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    log_dir.topics.create(TOPIC, 2)
+    producer = _confluent_producer(endpoint, **{"enable.idempotence": True, "compression.type": "lz4"})
+    for i in range(200):
+        producer.produce(TOPIC, key=b"key-%d" % i, value=b"value-%d" % i, partition=i % 2)
+        if i % 50 == 0:
+            producer.poll(0)
+    assert producer.flush(20) == 0
+    stored = _stored(log_dir, TOPIC, 2)
+    assert sorted(r[3] or b"" for r in stored) == sorted(b"value-%d" % i for i in range(200))
+    assert _consume(endpoint, [TopicPartition(TOPIC, p, 0) for p in range(2)], 200) == stored

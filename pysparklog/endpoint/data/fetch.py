@@ -36,6 +36,7 @@ from pysparklog.endpoint.data.reads import PartitionRead, log_ends, read_stored
 from pysparklog.endpoint.data.state import DataState
 from pysparklog.errors import PySparkLogError
 from pysparklog.storage.log_protocol import Log
+from pysparklog.storage.objects.log import ObjectPartitionLog
 from pysparklog.storage.topics import TopicMetadata
 
 FETCH = 1
@@ -109,14 +110,25 @@ def _satisfied(answers: list[PartitionFetch], total: int, min_bytes: int) -> boo
 
 
 def _ends_of(answers: list[PartitionFetch]) -> list[int]:
-    """The log ends of the partitions read (engine thread): what a long poll compares to see appends."""
-    ends = []
+    """The log ends of the partitions read (engine thread): what a long poll compares to see appends. On an object
+    store one request per topic (the header of its chain's last commit), on a filesystem a look at each
+    partition's state record."""
+    ends: dict[tuple[str, int], int] = {}
+    by_topic: dict[str, list[PartitionFetch]] = {}
     for answer in answers:
+        if answer.log is not None:
+            by_topic.setdefault(answer.topic, []).append(answer)
+    for topic, partitions in by_topic.items():
         try:
-            ends.append(answer.log.offsets()[1] if answer.log is not None else UNKNOWN_OFFSET)
+            first = partitions[0].log
+            if isinstance(first, ObjectPartitionLog):
+                found = first.topic_ends(a.partition for a in partitions)
+                ends.update(((topic, p), end.log_end_offset) for p, end in found.items())
+            else:
+                ends.update(((topic, a.partition), a.log.offsets()[1]) for a in partitions if a.log is not None)
         except (PySparkLogError, OSError):
-            ends.append(UNKNOWN_OFFSET)
-    return ends
+            continue  # the next read reports it
+    return [ends.get((answer.topic, answer.partition), UNKNOWN_OFFSET) for answer in answers]
 
 
 async def fetch(context: RequestContext, request: Any) -> Any:

@@ -13,7 +13,7 @@ from pysparklog.endpoint.context import EndpointState
 from pysparklog.errors import StorageConflictError, UnknownTopicError
 from pysparklog.storage.io import FileSystemStorage, PutMode, read_if_exists
 from pysparklog.storage.log_protocol import Log
-from pysparklog.storage.topics import TopicMetadata
+from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata
 
 #: A Kafka broker's log directory names its cluster here (``kafka-storage.sh format``); an endpoint serving a
 #: broker's directory answers with that cluster's id.
@@ -67,9 +67,8 @@ class DataState:
     def __init__(self, endpoint: EndpointState) -> None:
         self.endpoint = endpoint
         self.log_dir = endpoint.log_dir
-        self.poll_interval_s = (
-            FILE_SYSTEM_POLL_S if isinstance(self.log_dir.storage, FileSystemStorage) else OBJECT_STORE_POLL_S
-        )
+        self._on_file_system = isinstance(self.log_dir.storage, FileSystemStorage)
+        self.poll_interval_s = FILE_SYSTEM_POLL_S if self._on_file_system else OBJECT_STORE_POLL_S
         self._logs: dict[tuple[str, int], OpenLog] = {}
         self._lock = threading.Lock()
         self._cluster_id: str | None = None
@@ -80,12 +79,23 @@ class DataState:
     def topic(self, name: str) -> TopicMetadata:
         """The topic's metadata; drops the cached logs of a topic that is gone.
 
+        On a filesystem the topics' metadata is read each time (a small local file). On an object store each read
+        is a request, which every produce and fetch would wait for: there a topic with an entry is taken from what
+        this process read within ``OBJECT_STORE_CONFIG_MAX_AGE_S`` (``TopicStore.recent_partition_counts``), as
+        the engine's own partition opens take it, so that a topic deleted or grown by another process is seen
+        within that long.
+
         Raises:
             InvalidTopicError: Not a legal topic name.
             UnknownTopicError: No such topic.
         """
+        topics = self.log_dir.topics
+        if not self._on_file_system:
+            partitions = topics.recent_partition_counts().get(name)
+            if partitions is not None:
+                return TopicMetadata(name, topics.known_topic_id(name) or ZERO_TOPIC_ID, partitions)
         try:
-            return self.log_dir.topics.get(name)
+            return topics.get(name)
         except UnknownTopicError:
             self._drop(name, keep_id=None)
             raise
