@@ -269,6 +269,7 @@ def _create_topic(context: RequestContext, topic: Any, validate_only: bool) -> A
             configs=(),
         )
     # v5+: the topic's configs in force, so that a client need not describe it (Kafka's controller answers them).
+    answers_configs = context.message.has_field("CreatableTopicResult", "configs")
     configs = tuple(
         make(
             "CreatableTopicConfigs",
@@ -278,8 +279,7 @@ def _create_topic(context: RequestContext, topic: Any, validate_only: bool) -> A
             config_source=SOURCE_IDS[entry.source],
             is_sensitive=False,
         )
-        for entry in entries
-        if context.message.has_field("CreatableTopicResult", "configs")
+        for entry in (entries if answers_configs else ())
     )
     return make(
         "CreatableTopicResult",
