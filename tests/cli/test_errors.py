@@ -49,6 +49,8 @@ DAMAGED_RUNS: dict[str, list[str | bytes]] = {
     "log-cleaner": ["log-cleaner", "--once"],
     "consumer-groups": ["consumer-groups", "--describe", "--group", b"\xff"],
     "transactions": ["transactions", "describe", "--transactional-id", b"\xff"],
+    # The endpoint reads the directory per request (tests/endpoint has its damage); here it cannot listen.
+    "serve": ["serve", "--listen", "192.0.2.1:0"],
 }
 
 
@@ -117,6 +119,7 @@ PARSED_RUNS: dict[str, list[str]] = {
     "log-cleaner": ["log-cleaner", "--once"],
     "consumer-groups": ["consumer-groups", "--list"],
     "transactions": ["transactions", "list"],
+    "serve": ["serve"],
 }
 
 
