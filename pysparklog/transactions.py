@@ -44,6 +44,7 @@ tasks wrote.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -82,6 +83,11 @@ Clock = Callable[[], int]
 
 class InvalidTxnStateError(PySparkLogError):
     """The transaction is not in a state that allows the request (Kafka's ``InvalidTxnStateException``)."""
+
+
+class InvalidPidMappingError(PySparkLogError):
+    """The transactional id has no producer session (Kafka's ``InvalidPidMappingException``): it was never
+    initialised, or its state was forgotten."""
 
 
 class TransactionState(StrEnum):
@@ -231,15 +237,18 @@ class TransactionCoordinator:
         # Partitions markers went to, kept open: a log opened anew rebuilds its producer state first.
         self._partition_logs: dict[TopicPartition, Log] = {}
         self._offset_store: OffsetStore | None = None  # made at the first commit of transactional offsets
+        # Guards the two above: a server ends several transactions at once, each on a thread of its own.
+        self._open_lock = threading.Lock()
 
     def close(self) -> None:
         """Close the partition logs markers were written to, and the committed offsets' store."""
-        for log in self._partition_logs.values():
-            log.close()
-        self._partition_logs.clear()
-        if self._offset_store is not None:
-            self._offset_store.close()
-            self._offset_store = None
+        with self._open_lock:
+            for log in self._partition_logs.values():
+                log.close()
+            self._partition_logs.clear()
+            if self._offset_store is not None:
+                self._offset_store.close()
+                self._offset_store = None
 
     # -- the requests -------------------------------------------------------------------------
 
@@ -402,7 +411,7 @@ class TransactionCoordinator:
             ProducerFencedError: A newer session of the id exists (for a commit this means the
                 transaction was aborted: its writes are not visible to ``read_committed`` readers).
             InvalidTxnStateError: The opposite decision was already taken.
-            PySparkLogError: The id has no session.
+            InvalidPidMappingError: The id has no session.
         """
         with self._state(transactional_id) as (meta, save):
             meta = self._check_session(transactional_id, meta, session)
@@ -534,7 +543,9 @@ class TransactionCoordinator:
         transactional_id: str, meta: TransactionMetadata | None, session: ProducerSession
     ) -> TransactionMetadata:
         if meta is None:
-            raise PySparkLogError(f"transactional id {transactional_id!r} has no producer session: initialise it first")
+            raise InvalidPidMappingError(
+                f"transactional id {transactional_id!r} has no producer session: initialise it first"
+            )
         if session != meta.session:
             raise ProducerFencedError(
                 f"producer {session.producer_id} epoch {session.producer_epoch} of transactional id "
@@ -571,10 +582,12 @@ class TransactionCoordinator:
         pending = {group: offsets for group, offsets in meta.offsets.items() if offsets}
         if not pending:
             return
-        if self._offset_store is None:
-            self._offset_store = OffsetStore(self.log_dir)
+        with self._open_lock:
+            if self._offset_store is None:
+                self._offset_store = OffsetStore(self.log_dir)
+            store = self._offset_store
         for group, offsets in pending.items():
-            self._offset_store.commit(group, offsets)
+            store.commit(group, offsets)
 
     def _write_markers(self, meta: TransactionMetadata, commit: bool) -> None:
         """A COMMIT or ABORT marker in each registered partition, then fsync, before completion is recorded."""
@@ -582,16 +595,19 @@ class TransactionCoordinator:
         settings = BatchSettings(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transactional=True)
         marker = encode_control_batch(key, value, settings)
         for tp in meta.partitions:
-            log = self._partition_logs.get(tp)
-            if log is None:
-                try:
-                    log = self._partition_logs[tp] = self.log_dir.partition(tp.topic, tp.partition)
-                except UnknownTopicError:  # deleted since: nothing left to close there
-                    continue
+            with self._open_lock:
+                log = self._partition_logs.get(tp)
+                if log is None:
+                    try:
+                        log = self._partition_logs[tp] = self.log_dir.partition(tp.topic, tp.partition)
+                    except UnknownTopicError:  # deleted since: nothing left to close there
+                        continue
             try:
                 log.append(marker)
                 log.flush()
             except BaseException:
-                del self._partition_logs[tp]
+                with self._open_lock:
+                    if self._partition_logs.get(tp) is log:
+                        del self._partition_logs[tp]
                 log.close()
                 raise
