@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -41,6 +42,7 @@ from pysparklog.storage.records.arrow_records import BatchSettings, encode_arrow
 from pysparklog.storage.transaction_index import READ_COMMITTED
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from pysparklog.transactions import TransactionCoordinator, TransactionState
+from tests.conftest import BUCKET
 from tests.endpoint.kafka_wire import WireClient
 from tests.endpoint.lossy_proxy import LossyProxy
 
@@ -343,7 +345,7 @@ def test_offsets_outside_a_transaction_that_added_the_group_or_too_large_are_ref
 # -- timeouts -------------------------------------------------------------------------------------------------------
 
 
-def test_a_transaction_open_past_its_timeout_is_aborted_by_the_endpoint(tmp_path: Any) -> None:
+def test_a_transaction_open_past_its_timeout_is_aborted_by_the_endpoint(tmp_path: Path) -> None:
     """The endpoint aborts it on Kafka's cleanup interval (here 100 ms, from the log directory's server.properties)
     and fences its producer: the records stay hidden from read_committed readers, the commit is refused."""
     log_dir = LogDirectory(str(tmp_path / "logs"))
@@ -413,3 +415,20 @@ def test_without_idempotence_the_same_lost_acknowledgements_duplicate_records(lo
     proxy, _ = _produce_through_lossy_proxy(log_dir, idempotent=False)
     stored = [v for partition in (0, 1) for v in _values(log_dir, partition, "read_uncommitted")]
     assert proxy.lost == 4 and len(stored) > len(SENT)
+
+
+def test_a_transaction_with_offsets_on_an_object_store(s3_endpoint: str, tmp_path: Path) -> None:
+    """The same coordinator on an ``s3://`` log directory: conditional writes of the id's state, markers appended
+    as commits of the partitions, the offsets in its ``__consumer_offsets``."""
+    log_dir = LogDirectory(f"s3://{BUCKET}{tmp_path}/logs")
+    log_dir.topics.create(TOPIC, 2)
+    with Endpoint(log_dir, EndpointConfig(port=0)) as endpoint, WireClient(endpoint.bootstrap) as client:
+        session = _init(client, "tx")
+        assert set(_errors(_add_partitions(client, "tx", session, {TOPIC: [0, 1]})).values()) == {ErrorCode.none}
+        assert _produce(client, session, 0, [b"a"], 0) == _produce(client, session, 1, [b"b"], 0) == ErrorCode.none
+        assert _add_offsets(client, session) == ErrorCode.none
+        assert _commit_offsets(client, session, {0: (3, "")}) == {0: ErrorCode.none}
+        assert _end(client, "tx", session, commit=True) == ErrorCode.none
+    assert (_values(log_dir, 0), _values(log_dir, 1)) == ([b"a"], [b"b"])
+    with OffsetStore(log_dir) as offsets:
+        assert offsets.committed(GROUP) == {TopicPartition(TOPIC, 0): OffsetAndMetadata(3)}
