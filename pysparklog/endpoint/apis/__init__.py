@@ -19,7 +19,10 @@ if TYPE_CHECKING:
     from pysparklog.endpoint.context import RequestContext
 
 #: The modules of this package with an ``APIS`` tuple.
-FAMILIES: tuple[str, ...] = ("versions",)
+FAMILIES: tuple[str, ...] = (
+    "versions",
+    "groups",
+)
 
 Handle = Callable[["RequestContext", Any], Awaitable[Any]]
 
