@@ -131,7 +131,9 @@ def _add_offsets(client: WireClient, session: Any, group: str = GROUP) -> ErrorC
     return error
 
 
-def _commit_offsets(client: WireClient, session: Any, offsets: dict[int, tuple[int, str]]) -> dict[int, ErrorCode]:
+def _commit_offsets(
+    client: WireClient, session: Any, offsets: dict[int, tuple[int, str]], member_id: str = "", generation: int = -1
+) -> dict[int, ErrorCode]:
     partitions = tuple(
         txn_offset_commit_v4.TxnOffsetCommitRequestPartition(
             partition_index=i32(p),
@@ -146,6 +148,8 @@ def _commit_offsets(client: WireClient, session: Any, offsets: dict[int, tuple[i
         group_id=GroupId(GROUP),
         producer_id=session.producer_id,
         producer_epoch=session.producer_epoch,
+        member_id=member_id,
+        generation_id=i32(generation),
         topics=(txn_offset_commit_v4.TxnOffsetCommitRequestTopic(name=TopicName(TOPIC), partitions=partitions),),
     )
     response = client.request(request, TxnOffsetCommitResponse)
@@ -340,6 +344,14 @@ def test_offsets_outside_a_transaction_that_added_the_group_or_too_large_are_ref
     assert _end(client, "tx", session, commit=True) == ErrorCode.none
     with OffsetStore(log_dir) as offsets:
         assert offsets.committed(GROUP) == {TopicPartition(TOPIC, 1): OffsetAndMetadata(5)}
+
+
+def test_offsets_of_a_member_the_group_does_not_have_are_refused_by_its_coordinator(client: WireClient) -> None:
+    """TxnOffsetCommit v3+ names the consumer's member id and generation; the group's coordinator checks them."""
+    session = _init(client, "tx")
+    assert _add_offsets(client, session) == ErrorCode.none
+    assert _commit_offsets(client, session, {0: (1, "")}, member_id="ghost") == {0: ErrorCode.unknown_member_id}
+    assert _commit_offsets(client, session, {0: (1, "")}, generation=4) == {0: ErrorCode.illegal_generation}
 
 
 # -- timeouts -------------------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from kio.static.primitive import i16
 from pysparklog.endpoint.apis import Api
 from pysparklog.endpoint.apis.versions import NO_THROTTLE
 from pysparklog.endpoint.context import EndpointState, RequestContext
+from pysparklog.endpoint.group_coordinator import GroupCoordinator, GroupError
 from pysparklog.errors import (
     InvalidConfigError,
     InvalidOffsetError,
@@ -349,9 +350,35 @@ def _offset_error(group_id: str, tp: TopicPartition, committed: OffsetAndMetadat
     return ErrorCode.none
 
 
+async def _group_refusal(context: RequestContext, request: Any) -> ErrorCode:
+    """The group coordinator's checks of a TxnOffsetCommit (Kafka's ``GroupCoordinator.doTxnCommitOffsets``): the
+    client sends it to the group's coordinator (NOT_COORDINATOR elsewhere, and it looks the coordinator up again);
+    from v3 on, a member id must be a member of the group (UNKNOWN_MEMBER_ID), a static member's instance id its own
+    (FENCED_INSTANCE_ID) and a generation the group's (ILLEGAL_GENERATION). A commit without them (v0-v2, or a
+    producer outside any group) is not checked, as Kafka does not check it. NONE: accepted."""
+    try:
+        group = await context.endpoint.state(GroupCoordinator).group(request.group_id, create=False)
+    except GroupError as error:
+        return error.code
+    member_id: str = getattr(request, "member_id", "")
+    generation: int = getattr(request, "generation_id", -1)
+    instance_id: str | None = getattr(request, "group_instance_id", None)
+    members = {} if group is None else group.members
+    if instance_id is not None and group is not None:
+        static = group.static_member(instance_id)
+        if static is not None and static.member_id != member_id:
+            return ErrorCode.fenced_instance_id
+    if member_id and member_id not in members:
+        return ErrorCode.unknown_member_id
+    if generation >= 0 and (group is None or generation != group.generation):
+        return ErrorCode.illegal_generation
+    return ErrorCode.none
+
+
 async def txn_offset_commit(context: RequestContext, request: Any) -> Any:
     """Offsets committed in the transaction: the group's committed offsets once it commits. Partitions whose offset
-    is refused get their error and are left out; the others share the coordinator's answer."""
+    is refused get their error and are left out; the others share the group's and then the transaction
+    coordinator's answer."""
     make = context.message.make
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
@@ -369,10 +396,17 @@ async def txn_offset_commit(context: RequestContext, request: Any) -> Any:
             if errors[tp] == ErrorCode.none:
                 offsets[tp] = committed
     if offsets:
-        coordinator = _state(context).coordinator
-        _, error = await _coordinate(
-            context, coordinator.commit_offsets, request.transactional_id, _session(request), request.group_id, offsets
-        )
+        error = await _group_refusal(context, request)
+        if error == ErrorCode.none:
+            coordinator = _state(context).coordinator
+            _, error = await _coordinate(
+                context,
+                coordinator.commit_offsets,
+                request.transactional_id,
+                _session(request),
+                request.group_id,
+                offsets,
+            )
         errors.update(dict.fromkeys(offsets, error))
     by_topic: dict[str, list[Any]] = {}
     for tp, error in errors.items():
