@@ -20,6 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from pysparklog.endpoint.apis import served
+from pysparklog.endpoint.apis.transactions import TransactionsState
 from pysparklog.endpoint.apis.versions import API_VERSIONS, version_list
 from pysparklog.endpoint.config import EndpointConfig
 from pysparklog.endpoint.context import EndpointState, RequestContext
@@ -130,6 +131,8 @@ class Endpoint:
                 # Listed in the log directory's registry before the first client comes: coordinators are chosen
                 # over the endpoints listed there.
                 await state.run_blocking(state.state, Registry)
+                # Its timer aborts transactions open past their timeout, whether or not a producer comes here.
+                await state.run_blocking(state.state, TransactionsState)
             except BaseException as e:
                 self._listening.set_exception(e)
                 raise

@@ -36,7 +36,10 @@ from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
+from pysparklog.errors import ProducerFencedError
 from pysparklog.offsets import OffsetStore
+from pysparklog.producer import Producer as LogProducer
+from pysparklog.producer import ProducerConfig
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings, encode_arrow
 from pysparklog.storage.transaction_index import READ_COMMITTED
@@ -379,6 +382,31 @@ def test_a_transaction_open_past_its_timeout_is_aborted_by_the_endpoint(tmp_path
         assert _values(log_dir, 0) == []
         with log_dir.partition(TOPIC, 0) as log:
             assert log.last_stable_offset == log.log_end_offset  # the marker closed it
+
+
+def test_an_endpoint_aborts_expired_transactions_it_never_served(tmp_path: Path) -> None:
+    """The timer runs from the endpoint's start: a transaction pysparklog's own producer left open on the log
+    directory is aborted by an endpoint no client has talked to."""
+    log_dir = LogDirectory(str(tmp_path / "logs"))
+    log_dir.topics.create(TOPIC, 1)
+    (tmp_path / "logs" / "server.properties").write_text(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms=100\n"
+    )
+    config = ProducerConfig.from_properties({"transactional.id": "py", "transaction.timeout.ms": 500})
+    with LogProducer(log_dir, config) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(TOPIC, b"abandoned", partition=0)
+        producer.flush()
+        with Endpoint(log_dir, EndpointConfig(port=0)):
+            coordinator = TransactionCoordinator(log_dir)
+            deadline = time.monotonic() + 10
+            while (meta := coordinator.describe("py")) is not None and meta.state != TransactionState.COMPLETE_ABORT:
+                assert time.monotonic() < deadline, f"the abandoned transaction was not aborted: {meta}"
+                time.sleep(0.1)
+        with pytest.raises(ProducerFencedError):
+            producer.commit_transaction()
+    assert _values(log_dir, 0) == []
 
 
 # -- idempotence through librdkafka ---------------------------------------------------------------------------------

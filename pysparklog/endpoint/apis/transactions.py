@@ -25,7 +25,7 @@ COORDINATOR_NOT_AVAILABLE, which clients retry.
 
 Transactions open longer than their ``transaction.timeout.ms`` are aborted, with the producer fenced, every
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (Kafka's broker setting, 10 s by default; both
-settings are read from the log directory's ``server.properties``), from the first request of this family on.
+settings are read from the log directory's ``server.properties``), by every endpoint from its start.
 """
 
 from __future__ import annotations
