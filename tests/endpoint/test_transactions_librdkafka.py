@@ -121,15 +121,18 @@ def test_committed_transactions_are_read_and_aborted_ones_are_not_through_every_
     assert _read_with_pysparklogs_consumer(log_dir, len(committed)) == sorted(committed)
 
 
-def test_a_second_producer_of_the_transactional_id_fences_the_first(
+def test_a_second_producer_of_the_transactional_id_fences_the_first_through_another_endpoint(
     endpoint: Endpoint, log_dir: LogDirectory, topic: str
 ) -> None:
+    """Each endpoint coordinates the id it is asked about (FindCoordinator answers with itself): two endpoints of one
+    log directory agree through the id's state file."""
     first = _producer(endpoint, "ledger-writer")
     first.begin_transaction()
     first.produce(TOPIC, b"zombie", partition=0)
     first.flush(TIMEOUT_S)
-    second = _producer(endpoint, "ledger-writer")  # aborts the first's transaction
-    _transaction(second, [b"survivor"], commit=True)
+    with Endpoint(log_dir, EndpointConfig(port=0)) as other:
+        second = _producer(other, "ledger-writer")  # aborts the first's transaction
+        _transaction(second, [b"survivor"], commit=True)
     with pytest.raises(KafkaException) as raised:
         first.commit_transaction(TIMEOUT_S)
     assert raised.value.args[0].fatal(), raised.value
