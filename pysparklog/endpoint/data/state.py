@@ -7,13 +7,14 @@ import asyncio
 import base64
 import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from pysparklog.endpoint.context import EndpointState
 from pysparklog.errors import StorageConflictError, UnknownTopicError
 from pysparklog.storage.io import FileSystemStorage, PutMode, read_if_exists
 from pysparklog.storage.log_protocol import Log
-from pysparklog.storage.topics import TopicMetadata
+from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata
 
 #: A Kafka broker's log directory names its cluster here (``kafka-storage.sh format``); an endpoint serving a
 #: broker's directory answers with that cluster's id.
@@ -28,6 +29,9 @@ CLUSTER_ID_KEY = "cluster.id"
 #: object store it is a request per topic (the last commit's header), so it looks less often there.
 FILE_SYSTEM_POLL_S = 0.05
 OBJECT_STORE_POLL_S = 0.5
+#: At most this many partition logs are kept open (each holds a file descriptor or two): past it, the least recently
+#: used is closed, and opened again when asked for.
+MAX_OPEN_LOGS = 1024
 
 
 def _properties_value(text: str, key: str) -> str | None:
@@ -56,9 +60,9 @@ class OpenLog:
 class DataState:
     """The data plane's per-endpoint state.
 
-    Open partition logs are cached: opening one reads its directory (and on an object store sets up its replica), and
-    each keeps a lock file open. A log is opened for its topic's id; when a request finds the topic with another id
-    (deleted and created again) or gone, the cached log is closed and dropped.
+    Open partition logs are cached, up to ``MAX_OPEN_LOGS``: opening one reads its directory (and on an object store
+    sets up its replica), and each keeps a lock file open. A log is opened for its topic's id; when a request finds
+    the topic with another id (deleted and created again) or gone, the cached log is closed and dropped.
 
     Args:
         endpoint: The endpoint's shared state.
@@ -67,10 +71,11 @@ class DataState:
     def __init__(self, endpoint: EndpointState) -> None:
         self.endpoint = endpoint
         self.log_dir = endpoint.log_dir
-        self.poll_interval_s = (
-            FILE_SYSTEM_POLL_S if isinstance(self.log_dir.storage, FileSystemStorage) else OBJECT_STORE_POLL_S
-        )
-        self._logs: dict[tuple[str, int], OpenLog] = {}
+        self._on_file_system = isinstance(self.log_dir.storage, FileSystemStorage)
+        self.poll_interval_s = FILE_SYSTEM_POLL_S if self._on_file_system else OBJECT_STORE_POLL_S
+        self._logs: OrderedDict[tuple[str, int], OpenLog] = OrderedDict()  # least recently used first
+        self._users: dict[int, int] = {}  # by id(log): how many callers hold it (acquire, release)
+        self._retired: dict[int, Log] = {}  # logs dropped from the cache while held: their last user closes them
         self._lock = threading.Lock()
         self._cluster_id: str | None = None
         self._appended = asyncio.Event()
@@ -80,18 +85,31 @@ class DataState:
     def topic(self, name: str) -> TopicMetadata:
         """The topic's metadata; drops the cached logs of a topic that is gone.
 
+        On a filesystem the topics' metadata is read each time (a small local file). On an object store each read
+        is a request, which every produce and fetch would wait for: there a topic with an entry is taken from what
+        this process read within ``OBJECT_STORE_CONFIG_MAX_AGE_S`` (``TopicStore.recent_partition_counts``), as
+        the engine's own partition opens take it, so that a topic deleted or grown by another process is seen
+        within that long.
+
         Raises:
             InvalidTopicError: Not a legal topic name.
             UnknownTopicError: No such topic.
         """
+        topics = self.log_dir.topics
+        if not self._on_file_system:
+            partitions = topics.recent_partition_counts().get(name)
+            if partitions is not None:
+                return TopicMetadata(name, topics.known_topic_id(name) or ZERO_TOPIC_ID, partitions)
         try:
-            return self.log_dir.topics.get(name)
+            return topics.get(name)
         except UnknownTopicError:
             self._drop(name, keep_id=None)
             raise
 
-    def log(self, topic: TopicMetadata, partition: int) -> Log:
-        """The log of ``partition`` of ``topic`` (as ``topic()`` returned it), opened once per topic incarnation.
+    def acquire(self, topic: TopicMetadata, partition: int) -> Log:
+        """The log of ``partition`` of ``topic`` (as ``topic()`` returned it), opened once per topic incarnation, and
+        held for the caller until it gives it back with ``release`` (``Leases`` does both): the cache closes no log
+        in use, however many it drops or evicts meanwhile.
 
         Raises:
             UnknownTopicError: The topic has no such partition.
@@ -104,22 +122,57 @@ class DataState:
         with self._lock:
             cached = self._logs.get(key)
             if cached is not None and cached.topic_id == topic.topic_id:
-                return cached.log
+                self._logs.move_to_end(key)
+                return self._held(cached.log)
         self._drop(topic.name, keep_id=topic.topic_id)
         opened = self.log_dir.partition(topic.name, partition)
         with self._lock:
             cached = self._logs.get(key)
             if cached is not None and cached.topic_id == topic.topic_id:  # another thread opened it meanwhile
-                opened.close()
-                return cached.log
-            self._logs[key] = OpenLog(topic.topic_id, opened)
-        return opened
+                closing = [opened]
+                opened = cached.log
+            else:
+                self._logs[key] = OpenLog(topic.topic_id, opened)
+                evicted = [self._logs.popitem(last=False)[1].log for _ in range(len(self._logs) - MAX_OPEN_LOGS)]
+                closing = self._unused(evicted)
+            held = self._held(opened)
+        for log in closing:
+            log.close()
+        return held
+
+    def release(self, log: Log) -> None:
+        """Give back a log ``acquire`` returned; one the cache dropped meanwhile is closed by its last user."""
+        with self._lock:
+            users = self._users[id(log)] - 1
+            if users:
+                self._users[id(log)] = users
+                return
+            del self._users[id(log)]
+            retired = self._retired.pop(id(log), None)
+        if retired is not None:
+            retired.close()
+
+    def _held(self, log: Log) -> Log:
+        """``log`` with one more user (under ``_lock``)."""
+        self._users[id(log)] = self._users.get(id(log), 0) + 1
+        return log
+
+    def _unused(self, dropped: list[Log]) -> list[Log]:
+        """Of logs the cache dropped, those to close now; the others are closed by their last user (under
+        ``_lock``)."""
+        closing = []
+        for log in dropped:
+            if id(log) in self._users:
+                self._retired[id(log)] = log
+            else:
+                closing.append(log)
+        return closing
 
     def _drop(self, name: str, keep_id: str | None) -> None:
-        """Close the cached logs of topic ``name`` not opened for ``keep_id``."""
+        """Close the cached logs of topic ``name`` not opened for ``keep_id`` (those in use once given back)."""
         with self._lock:
             stale = [key for key, open_log in self._logs.items() if key[0] == name and open_log.topic_id != keep_id]
-            closing = [self._logs.pop(key).log for key in stale]
+            closing = self._unused([self._logs.pop(key).log for key in stale])
         for log in closing:
             log.close()
 
@@ -165,8 +218,46 @@ class DataState:
             pass
 
     def close(self) -> None:
+        """Close every log (the endpoint stopped: no request holds one any more)."""
         with self._lock:
-            logs = [open_log.log for open_log in self._logs.values()]
+            logs = [open_log.log for open_log in self._logs.values()] + list(self._retired.values())
             self._logs.clear()
+            self._retired.clear()
+            self._users.clear()
         for log in logs:
             log.close()
+
+
+class Leases:
+    """The logs one request holds (``DataState.acquire``), given back together when it is answered; a log asked for
+    twice is held once.
+
+    Args:
+        data: The data plane's state.
+    """
+
+    def __init__(self, data: DataState) -> None:
+        self._data = data
+        self._held: dict[tuple[str, int, str], Log] = {}
+
+    def log(self, topic: TopicMetadata, partition: int) -> Log:
+        """The log of ``partition`` of ``topic``, held until ``release``.
+
+        Raises:
+            UnknownTopicError: The topic has no such partition.
+        """
+        key = (topic.name, partition, topic.topic_id)
+        if key not in self._held:
+            self._held[key] = self._data.acquire(topic, partition)
+        return self._held[key]
+
+    def release(self) -> None:
+        held, self._held = list(self._held.values()), {}
+        for log in held:
+            self._data.release(log)
+
+    def __enter__(self) -> Leases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
