@@ -208,6 +208,15 @@ def test_an_empty_id_or_a_timeout_past_the_brokers_maximum_is_refused(client: Wi
     assert _init(client, "tx", timeout_ms=0).error_code == ErrorCode.invalid_transaction_timeout
 
 
+def test_a_storage_failure_is_answered_as_a_coordinator_not_available_and_the_connection_kept(
+    client: WireClient, log_dir: LogDirectory
+) -> None:
+    """A state file that cannot be read (here a directory in its place) fails the request, not the endpoint."""
+    (Path(log_dir.path) / "pysparklog-txn.broken.json").mkdir()
+    assert _init(client, "broken").error_code == ErrorCode.coordinator_not_available
+    assert _init(client, "tx").error_code == ErrorCode.none
+
+
 # -- AddPartitionsToTxn, Produce, EndTxn ----------------------------------------------------------------------------
 
 

@@ -20,8 +20,8 @@ Errors, as Kafka's coordinator answers them: a newer session of the id fences th
 (INVALID_PRODUCER_EPOCH below InitProducerId v4 and the others' v2, which predate KIP-588); an id never initialised
 is INVALID_PRODUCER_ID_MAPPING; a transaction being ended, or offsets of a group the transaction did not add, is
 INVALID_TXN_STATE; a timeout above ``transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT. A change of the
-id's state that another endpoint made while this one held its lock (a lease that lapsed) is refused with
-COORDINATOR_NOT_AVAILABLE, which clients retry.
+id's state that another endpoint made while this one held its lock (a lease that lapsed), or a storage failure, is
+answered COORDINATOR_NOT_AVAILABLE, which clients retry.
 
 Transactions open longer than their ``transaction.timeout.ms`` are aborted, with the producer fenced, every
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (Kafka's broker setting, 10 s by default; both
@@ -49,8 +49,9 @@ from pysparklog.errors import (
     InvalidConfigError,
     InvalidOffsetError,
     InvalidTopicError,
-    MetadataChangedError,
+    ObjectStoreError,
     ProducerFencedError,
+    StorageConflictError,
     UnknownTopicError,
 )
 from pysparklog.offsets import checked_offsets
@@ -147,7 +148,10 @@ async def _coordinate(context: RequestContext, call: Callable[..., T], *args: An
         return None, ErrorCode.invalid_producer_id_mapping
     except InvalidTxnStateError:
         return None, ErrorCode.invalid_txn_state
-    except MetadataChangedError:
+    except (StorageConflictError, ObjectStoreError, OSError) as error:
+        # As Kafka's coordinator answers a failed write of its state: the client finds a coordinator and retries
+        # (the id's recorded decision, if any, is finished by the retry).
+        log.warning("the transaction coordinator's storage failed: %s", error)
         return None, ErrorCode.coordinator_not_available
 
 
