@@ -36,7 +36,7 @@ from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
-from pysparklog.errors import ProducerFencedError
+from pysparklog.errors import InvalidConfigError, ProducerFencedError
 from pysparklog.offsets import OffsetStore
 from pysparklog.producer import Producer as LogProducer
 from pysparklog.producer import ProducerConfig
@@ -215,6 +215,13 @@ def test_a_storage_failure_is_answered_as_a_coordinator_not_available_and_the_co
     (Path(log_dir.path) / "pysparklog-txn.broken.json").mkdir()
     assert _init(client, "broken").error_code == ErrorCode.coordinator_not_available
     assert _init(client, "tx").error_code == ErrorCode.none
+
+
+def test_a_transaction_setting_kafka_refuses_stops_the_endpoint_at_its_start(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "server.properties").write_text("transaction.max.timeout.ms=0\n")
+    with pytest.raises(InvalidConfigError, match=r"server.properties.*transaction.max.timeout.ms"):
+        Endpoint(LogDirectory(str(tmp_path / "logs")), EndpointConfig(port=0)).start()
 
 
 # -- AddPartitionsToTxn, Produce, EndTxn ----------------------------------------------------------------------------
