@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from pysparklog import Consumer as LogConsumer
 from pysparklog import ConsumerConfig
@@ -217,5 +217,12 @@ def test_send_offsets_to_transaction_commits_the_groups_offsets_with_the_transac
         assert {tp: OffsetAndMetadata(o.offset) for tp, o in offsets.committed(GROUP).items()} == (
             expected if commit else {}
         )
+    # The group's coordinator answers OffsetFetch with them too: where the next member of the group resumes.
+    fetcher = Consumer({"bootstrap.servers": endpoint.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        resumed = fetcher.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], TIMEOUT_S)
+    finally:
+        fetcher.close()
+    assert [tp.offset for tp in resumed] == [3 if commit else OFFSET_INVALID] * PARTITIONS
     outputs = sorted(f"INPUT-{i}".encode() for i in range(9))
     assert _read_committed_from_directory(log_dir, OUTPUT) == (outputs if commit else [])
