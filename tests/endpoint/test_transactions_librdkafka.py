@@ -20,6 +20,7 @@ from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.transaction_index import READ_COMMITTED
 from pysparklog.structs import OffsetAndMetadata
 from pysparklog.structs import TopicPartition as LogTopicPartition
+from tests.conftest import BUCKET
 
 TOPIC = "ledger"
 OUTPUT = "ledger-out"
@@ -108,9 +109,9 @@ def topic(log_dir: LogDirectory) -> str:
     return TOPIC
 
 
-def test_committed_transactions_are_read_and_aborted_ones_are_not_through_every_door(
-    endpoint: Endpoint, log_dir: LogDirectory, topic: str
-) -> None:
+def _commit_abort_commit(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    """Three transactions over every partition, the second aborted: only the others' records are read, alike by a
+    read_committed consumer of the endpoint, pysparklog's reader and its Python consumer."""
     producer = _producer(endpoint, "ledger-writer")
     committed = [f"committed-{i}".encode() for i in range(30)]
     _transaction(producer, committed[:15], commit=True)
@@ -119,6 +120,19 @@ def test_committed_transactions_are_read_and_aborted_ones_are_not_through_every_
     assert _read_committed_through_endpoint(endpoint) == sorted(committed)
     assert _read_committed_from_directory(log_dir) == sorted(committed)
     assert _read_with_pysparklogs_consumer(log_dir, len(committed)) == sorted(committed)
+
+
+def test_committed_transactions_are_read_and_aborted_ones_are_not_through_every_door(
+    endpoint: Endpoint, log_dir: LogDirectory, topic: str
+) -> None:
+    _commit_abort_commit(endpoint, log_dir)
+
+
+def test_transactions_on_an_object_store(s3_endpoint: str, tmp_path: Path) -> None:
+    log_dir = LogDirectory(f"s3://{BUCKET}{tmp_path}/logs")
+    log_dir.topics.create(TOPIC, PARTITIONS)
+    with Endpoint(log_dir, EndpointConfig(port=0)) as endpoint:
+        _commit_abort_commit(endpoint, log_dir)
 
 
 def test_a_second_producer_of_the_transactional_id_fences_the_first_through_another_endpoint(
