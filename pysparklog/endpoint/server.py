@@ -78,12 +78,21 @@ class Endpoint:
 
         Raises:
             OSError: It cannot listen (the port is taken).
+            InvalidConfigError: A setting of the log directory's ``server.properties`` is refused.
         """
-        self._thread = threading.Thread(target=lambda: asyncio.run(self.serve_forever()), name="pysparklog-endpoint")
+        self._thread = threading.Thread(target=self._serve_on_thread, name="pysparklog-endpoint")
         self._thread.daemon = True
         self._thread.start()
         self._listening.result(timeout)
         return self
+
+    def _serve_on_thread(self) -> None:
+        try:
+            asyncio.run(self.serve_forever())
+        except BaseException as error:
+            # A failure to start is raised by start() in its caller's thread, not a second time as this thread's.
+            if not (self._listening.done() and self._listening.exception() is error):
+                raise
 
     def stop(self) -> None:
         """Stop listening, close every connection and wait for the thread to end."""

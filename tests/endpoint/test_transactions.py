@@ -204,6 +204,9 @@ def test_a_new_session_of_a_transactional_id_bumps_its_epoch_and_an_older_sessio
 
 def test_an_empty_id_or_a_timeout_past_the_brokers_maximum_is_refused(client: WireClient) -> None:
     assert _init(client, "").error_code == ErrorCode.invalid_request
+    session = _init(client, "tx")
+    assert _errors(_add_partitions(client, "", session, {TOPIC: [0]})) == {(TOPIC, 0): ErrorCode.invalid_request}
+    assert _end(client, "", session, commit=True) == ErrorCode.invalid_request
     assert _init(client, "tx", timeout_ms=900_001).error_code == ErrorCode.invalid_transaction_timeout
     assert _init(client, "tx", timeout_ms=0).error_code == ErrorCode.invalid_transaction_timeout
 

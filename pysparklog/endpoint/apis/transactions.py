@@ -108,7 +108,6 @@ class TransactionsState:
         server = endpoint.log_dir.topics.server_properties()
         self.max_timeout_ms = _broker_int(server, TRANSACTION_MAX_TIMEOUT_MS)
         self.abort_interval_ms = _broker_int(server, ABORT_INTERVAL_MS)
-        self.log_dir = endpoint.log_dir
         self.coordinator = TransactionCoordinator(endpoint.log_dir)
         self._stopping = threading.Event()
         # A thread rather than a task of the event loop: close() waits for a round under way before the coordinator
@@ -148,6 +147,8 @@ async def _coordinate(context: RequestContext, call: Callable[..., T], *args: An
         return None, ErrorCode.invalid_producer_id_mapping
     except InvalidTxnStateError:
         return None, ErrorCode.invalid_txn_state
+    except InvalidConfigError:  # the one the coordinator's calls raise here: an empty transactional id
+        return None, ErrorCode.invalid_request
     except (StorageConflictError, ObjectStoreError, OSError) as error:
         # As Kafka's coordinator answers a failed write of its state: the client finds a coordinator and retries
         # (the id's recorded decision, if any, is finished by the retry).
@@ -179,15 +180,14 @@ async def init_producer_id(context: RequestContext, request: Any) -> Any:
     error = ErrorCode.none
     session: ProducerSession | None = None
     if transactional_id is None:
-        storage = context.endpoint.log_dir.storage
-        session = ProducerSession(await context.endpoint.run_blocking(allocate_producer_id, storage), 0)
+        producer_id, error = await _coordinate(context, allocate_producer_id, context.endpoint.log_dir.storage)
+        session = None if producer_id is None else ProducerSession(producer_id, 0)
     elif not transactional_id:
         error = ErrorCode.invalid_request  # as Kafka answers an empty id, consistent with its producer's check
     elif not 1 <= timeout_ms <= state.max_timeout_ms:
         error = ErrorCode.invalid_transaction_timeout
     else:
-        producer_id = getattr(request, "producer_id", _NO_PRODUCER_ID)
-        expected = _session(request) if producer_id != _NO_PRODUCER_ID else None
+        expected = _session(request) if getattr(request, "producer_id", _NO_PRODUCER_ID) != _NO_PRODUCER_ID else None
         session, error = await _coordinate(
             context, state.coordinator.init_producer_id, transactional_id, timeout_ms, expected
         )
@@ -242,7 +242,9 @@ async def _add_partitions(
 ) -> dict[TopicPartition, ErrorCode]:
     """Kafka's rule: partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and the others
     OPERATION_NOT_ATTEMPTED, nothing added; otherwise the coordinator's answer for each."""
-    missing = await context.endpoint.run_blocking(_missing_partitions, context, partitions)
+    missing, error = await _coordinate(context, _missing_partitions, context, partitions)
+    if missing is None:
+        return dict.fromkeys(partitions, error)
     if missing:
         return {
             tp: ErrorCode.unknown_topic_or_partition if tp in missing else ErrorCode.operation_not_attempted
@@ -296,9 +298,15 @@ async def add_partitions_to_txn(context: RequestContext, request: Any) -> Any:
         partitions = _requested(transaction.topics)
         session = _session(transaction)
         if transaction.verify_only:
-            errors = await context.endpoint.run_blocking(
-                _verify_partitions, _state(context).coordinator, transaction.transactional_id, session, partitions
+            verified, error = await _coordinate(
+                context,
+                _verify_partitions,
+                _state(context).coordinator,
+                transaction.transactional_id,
+                session,
+                partitions,
             )
+            errors = dict.fromkeys(partitions, error) if verified is None else verified
         else:
             errors = await _add_partitions(context, transaction.transactional_id, session, partitions)
         results.append(
