@@ -16,6 +16,8 @@ clients use only when the broker finalises the ``transaction.version`` feature; 
     EndTxn             v0-v4   v5 belongs to transactions v2 (an epoch bump at every end)
     TxnOffsetCommit    v0-v4   v5 belongs to transactions v2 (offsets added without AddOffsetsToTxn)
 
+TxnOffsetCommit comes to the group's coordinator, as in Kafka, which checks the member and generation it names.
+
 Errors, as Kafka's coordinator answers them: a newer session of the id fences the request with PRODUCER_FENCED
 (INVALID_PRODUCER_EPOCH below InitProducerId v4 and the others' v2, which predate KIP-588); an id never initialised
 is INVALID_PRODUCER_ID_MAPPING; a transaction being ended, or offsets of a group the transaction did not add, is
