@@ -5,6 +5,7 @@ aborted by the endpoint; and a consume-transform-produce loop whose offsets comm
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,35 @@ def test_send_offsets_to_transaction_commits_the_groups_offsets_with_the_transac
     assert [tp.offset for tp in resumed] == [3 if commit else OFFSET_INVALID] * PARTITIONS
     outputs = sorted(f"INPUT-{i}".encode() for i in range(9))
     assert _read_committed_from_directory(log_dir, OUTPUT) == (outputs if commit else [])
+
+
+def test_concurrent_transactional_producers_on_shared_partitions(
+    endpoint: Endpoint, log_dir: LogDirectory, topic: str
+) -> None:
+    """Four producers, each on a thread of its own, commit and abort transactions over the same partitions: the
+    coordinator's markers and the data plane's appends interleave on each partition, and read_committed readers get
+    exactly the committed transactions' records."""
+    committed: list[bytes] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def run(writer: int) -> None:
+        try:
+            producer = _producer(endpoint, f"writer-{writer}")
+            for round_ in range(4):
+                values = [f"w{writer}-r{round_}-{i}".encode() for i in range(12)]
+                _transaction(producer, values, commit=round_ % 2 == 0)
+                if round_ % 2 == 0:
+                    with lock:
+                        committed.extend(values)
+        except BaseException as error:  # handed to the test's thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=(writer,)) for writer in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert _read_committed_through_endpoint(endpoint) == sorted(committed)
+    assert _read_committed_from_directory(log_dir) == sorted(committed)
