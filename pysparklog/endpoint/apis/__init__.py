@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 #: The modules of this package with an ``APIS`` tuple.
 FAMILIES: tuple[str, ...] = (
     "versions",
+    "data",
     "groups",
 )
 

@@ -1,0 +1,271 @@
+"""What the data plane (Metadata, Produce, Fetch, ListOffsets) keeps per endpoint: the partition logs it opened,
+the cluster id, and the signal that wakes long-polling fetches when this endpoint appends."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from pysparklog.endpoint.context import EndpointState
+from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError, UnknownTopicError
+from pysparklog.storage.io import FileSystemStorage, PutMode, read_if_exists
+from pysparklog.storage.log_protocol import Log
+from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata
+
+#: A Kafka broker's log directory names its cluster here (``kafka-storage.sh format``); an endpoint serving a
+#: broker's directory answers with that cluster's id.
+BROKER_META_PROPERTIES = "meta.properties"
+#: Where the endpoints of a pysparklog directory keep the cluster id they all answer with, created once by the first
+#: endpoint (a conditional create: the others read it). Not ``meta.properties``: a broker takes a directory holding
+#: one for a directory it formatted and would look for its node and directory ids there.
+CLUSTER_ID_FILE = "pysparklog-cluster.properties"
+CLUSTER_ID_KEY = "cluster.id"
+#: How often a long-polling fetch looks at the log ends for appends made by other processes (other endpoints,
+#: Spark, the Python producer). On a filesystem a look is a stat and a read of each partition's state record; on an
+#: object store it is a request per topic (the last commit's header), so it looks less often there.
+FILE_SYSTEM_POLL_S = 0.05
+OBJECT_STORE_POLL_S = 0.5
+#: At most this many partition logs are kept open (each holds a file descriptor or two): past it, the least recently
+#: used is closed, and opened again when asked for.
+MAX_OPEN_LOGS = 1024
+
+
+def _properties_value(text: str, key: str) -> str | None:
+    """The value of ``key`` in a Java properties text (``key=value`` lines, ``#`` comments)."""
+    for line in text.splitlines():
+        name, sep, value = line.strip().partition("=")
+        if sep and not name.startswith(("#", "!")) and name.strip() == key:
+            return value.strip() or None
+    return None
+
+
+def new_cluster_id() -> str:
+    """A cluster id in Kafka's form: a random UUID as 22 base64url characters (``Uuid.randomUuid().toString()``)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLog:
+    """A partition log opened for the topic incarnation ``topic_id`` (a topic deleted and created again has a new
+    id, and its old log must not serve it)."""
+
+    topic_id: str
+    log: Log
+
+
+class DataState:
+    """The data plane's per-endpoint state.
+
+    Open partition logs are cached, up to ``MAX_OPEN_LOGS``: opening one reads its directory (and on an object store
+    sets up its replica), and each keeps a lock file open. A log is opened for its topic's id; when a request finds
+    the topic with another id (deleted and created again) or gone, the cached log is closed and dropped.
+
+    Args:
+        endpoint: The endpoint's shared state.
+    """
+
+    def __init__(self, endpoint: EndpointState) -> None:
+        self.endpoint = endpoint
+        self.log_dir = endpoint.log_dir
+        self._on_file_system = isinstance(self.log_dir.storage, FileSystemStorage)
+        self.poll_interval_s = FILE_SYSTEM_POLL_S if self._on_file_system else OBJECT_STORE_POLL_S
+        self._logs: OrderedDict[tuple[str, int], OpenLog] = OrderedDict()  # least recently used first
+        self._users: dict[int, int] = {}  # by id(log): how many callers hold it (acquire, release)
+        self._retired: dict[int, Log] = {}  # logs dropped from the cache while held: their last user closes them
+        self._lock = threading.Lock()
+        self._cluster_id: str | None = None
+        self._appended = asyncio.Event()
+
+    # -- topics and their logs (engine threads) ------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicMetadata:
+        """The topic's metadata; drops the cached logs of a topic that is gone.
+
+        On a filesystem the topics' metadata is read each time (a small local file). On an object store each read
+        is a request, which every produce and fetch would wait for: there a topic with an entry is taken from what
+        this process read within ``OBJECT_STORE_CONFIG_MAX_AGE_S`` (``TopicStore.recent_partition_counts``), as
+        the engine's own partition opens take it, so that a topic deleted or grown by another process is seen
+        within that long.
+
+        Raises:
+            InvalidTopicError: Not a legal topic name.
+            UnknownTopicError: No such topic.
+        """
+        topics = self.log_dir.topics
+        if not self._on_file_system:
+            partitions = topics.recent_partition_counts().get(name)
+            if partitions is not None:
+                return TopicMetadata(name, topics.known_topic_id(name) or ZERO_TOPIC_ID, partitions)
+        try:
+            return topics.get(name)
+        except UnknownTopicError:
+            self._drop(name, keep_id=None)
+            raise
+
+    def acquire(self, topic: TopicMetadata, partition: int) -> Log:
+        """The log of ``partition`` of ``topic`` (as ``topic()`` returned it), opened once per topic incarnation, and
+        held for the caller until it gives it back with ``release`` (``Leases`` does both): the cache closes no log
+        in use, however many it drops or evicts meanwhile.
+
+        Raises:
+            UnknownTopicError: The topic has no such partition.
+        """
+        if not 0 <= partition < topic.partitions:
+            raise UnknownTopicError(
+                f"partition {partition} of topic '{topic.name}' does not exist; accepted: 0 to {topic.partitions - 1}"
+            )
+        key = (topic.name, partition)
+        with self._lock:
+            cached = self._logs.get(key)
+            if cached is not None and cached.topic_id == topic.topic_id:
+                self._logs.move_to_end(key)
+                return self._held(cached.log)
+        self._drop(topic.name, keep_id=topic.topic_id)
+        opened = self.log_dir.partition(topic.name, partition)
+        with self._lock:
+            cached = self._logs.get(key)
+            if cached is not None and cached.topic_id == topic.topic_id:  # another thread opened it meanwhile
+                closing = [opened]
+                opened = cached.log
+            else:
+                self._logs[key] = OpenLog(topic.topic_id, opened)
+                evicted = [self._logs.popitem(last=False)[1].log for _ in range(len(self._logs) - MAX_OPEN_LOGS)]
+                closing = self._unused(evicted)
+            held = self._held(opened)
+        for log in closing:
+            log.close()
+        return held
+
+    def release(self, log: Log) -> None:
+        """Give back a log ``acquire`` returned; one the cache dropped meanwhile is closed by its last user."""
+        with self._lock:
+            users = self._users[id(log)] - 1
+            if users:
+                self._users[id(log)] = users
+                return
+            del self._users[id(log)]
+            retired = self._retired.pop(id(log), None)
+        if retired is not None:
+            retired.close()
+
+    def _held(self, log: Log) -> Log:
+        """``log`` with one more user (under ``_lock``)."""
+        self._users[id(log)] = self._users.get(id(log), 0) + 1
+        return log
+
+    def _unused(self, dropped: list[Log]) -> list[Log]:
+        """Of logs the cache dropped, those to close now; the others are closed by their last user (under
+        ``_lock``)."""
+        closing = []
+        for log in dropped:
+            if id(log) in self._users:
+                self._retired[id(log)] = log
+            else:
+                closing.append(log)
+        return closing
+
+    def _drop(self, name: str, keep_id: str | None) -> None:
+        """Close the cached logs of topic ``name`` not opened for ``keep_id`` (those in use once given back)."""
+        with self._lock:
+            stale = [key for key, open_log in self._logs.items() if key[0] == name and open_log.topic_id != keep_id]
+            closing = self._unused([self._logs.pop(key).log for key in stale])
+        for log in closing:
+            log.close()
+
+    def cluster_id(self) -> str:
+        """The cluster id every endpoint of this log directory answers with: a broker's own (``meta.properties``)
+        when the directory is a broker's, else the one the first endpoint created (``CLUSTER_ID_FILE``)."""
+        if self._cluster_id is None:
+            self._cluster_id = self._read_or_create_cluster_id()
+        return self._cluster_id
+
+    def _read_or_create_cluster_id(self) -> str:
+        for name in (BROKER_META_PROPERTIES, CLUSTER_ID_FILE):
+            found = self._cluster_id_in(name)
+            if found is not None:
+                return found
+        created = new_cluster_id()
+        content = "# the cluster id the Kafka protocol endpoints of this log directory answer with\n"
+        storage = self.log_dir.storage
+        try:
+            storage.put(
+                storage.join(CLUSTER_ID_FILE), f"{content}{CLUSTER_ID_KEY}={created}\n".encode(), mode=PutMode.CREATE
+            )
+        except StorageConflictError:  # another endpoint created it first: its id is everyone's
+            found = self._cluster_id_in(CLUSTER_ID_FILE)
+            if found is None:
+                raise InvalidLogDirectoryError(
+                    f"{storage.join(CLUSTER_ID_FILE)} has no {CLUSTER_ID_KEY}=<id> line; remove it and an endpoint "
+                    "makes a new one"
+                ) from None
+            return found
+        return created
+
+    def _cluster_id_in(self, name: str) -> str | None:
+        """The ``cluster.id`` in the log directory's properties file ``name``; None without the file or the key."""
+        storage = self.log_dir.storage
+        data = read_if_exists(storage, storage.join(name))
+        return _properties_value(data.decode("utf-8", "replace"), CLUSTER_ID_KEY) if data is not None else None
+
+    # -- waking long polls (event loop) ---------------------------------------------------------------------------
+
+    def appended(self) -> None:
+        """Wake every fetch waiting for records: this endpoint appended some."""
+        woken, self._appended = self._appended, asyncio.Event()
+        woken.set()
+
+    async def wait_for_append(self, timeout_s: float) -> None:
+        """Wait until this endpoint appends or ``timeout_s`` passes, whichever comes first."""
+        try:
+            await asyncio.wait_for(self._appended.wait(), timeout_s)
+        except TimeoutError:
+            pass
+
+    def close(self) -> None:
+        """Close every log (the endpoint stopped: no request holds one any more)."""
+        with self._lock:
+            logs = [open_log.log for open_log in self._logs.values()] + list(self._retired.values())
+            self._logs.clear()
+            self._retired.clear()
+            self._users.clear()
+        for log in logs:
+            log.close()
+
+
+class Leases:
+    """The logs one request holds (``DataState.acquire``), given back together when it is answered; a log asked for
+    twice is held once.
+
+    Args:
+        data: The data plane's state.
+    """
+
+    def __init__(self, data: DataState) -> None:
+        self._data = data
+        self._held: dict[tuple[str, int, str], Log] = {}
+
+    def log(self, topic: TopicMetadata, partition: int) -> Log:
+        """The log of ``partition`` of ``topic``, held until ``release``.
+
+        Raises:
+            UnknownTopicError: The topic has no such partition.
+        """
+        key = (topic.name, partition, topic.topic_id)
+        if key not in self._held:
+            self._held[key] = self._data.acquire(topic, partition)
+        return self._held[key]
+
+    def release(self) -> None:
+        held, self._held = list(self._held.values()), {}
+        for log in held:
+            self._data.release(log)
+
+    def __enter__(self) -> Leases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
