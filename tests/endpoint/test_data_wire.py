@@ -532,16 +532,41 @@ def test_past_its_bound_the_endpoint_closes_the_least_recently_used_logs_and_reo
             for partition in range(4):
                 assert _produced(client, partition, _batches([b"%d" % round_])).base_offset == round_
         fetched = _fetch(client, dict.fromkeys(range(4), 0)).responses[0].partitions
-        held = {
-            os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if _is_link(f"/proc/self/fd/{fd}")
-        }
     assert [_offsets_in(p.records) for p in fetched] == [[0, 1]] * 4
-    assert len({path.rpartition("/")[0] for path in held if path.startswith(log_dir.path + "/" + TOPIC)}) == 2
+    assert len({path.rpartition("/")[0] for path in _open_files() if path.startswith(log_dir.path + "/" + TOPIC)}) == 2
 
 
-def _is_link(path: str) -> bool:
-    try:
-        os.readlink(path)
-    except OSError:  # closed meanwhile
-        return False
-    return True
+def test_a_log_dropped_under_a_long_poll_is_closed_once_the_poll_is_answered(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    """A fetch waits on a topic's log while the topic is deleted and created again, and a produce through the
+    endpoint opens the new log: the old one, in use, is closed when the fetch is answered, not before nor never."""
+    log_dir.topics.create(TOPIC, 1)
+    with WireClient(endpoint.bootstrap) as fetcher, WireClient(endpoint.bootstrap) as producer:
+        _produced(producer, 0, _batches([b"old"]))
+
+        def recreate_and_produce() -> None:
+            time.sleep(0.3)
+            log_dir.topics.delete(TOPIC)
+            log_dir.topics.create(TOPIC, 1)
+            _produced(producer, 0, _batches([b"new"]))
+
+        thread = threading.Thread(target=recreate_and_produce)
+        thread.start()
+        answer = _fetch(fetcher, {0: 1}, max_wait_ms=1500).responses[0].partitions[0]
+        thread.join()
+        old_files = [path for path in _open_files() if path.startswith(log_dir.path) and "-delete" in path]
+        assert _offsets_in(_fetch(fetcher, {0: 0}).responses[0].partitions[0].records) == [0]
+    assert answer.error_code in (ErrorCode.none, ErrorCode.offset_out_of_range)
+    assert old_files == []
+
+
+def _open_files() -> set[str]:
+    """What this process's file descriptors point at."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            continue
+    return found

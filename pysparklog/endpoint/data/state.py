@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from pysparklog.endpoint.context import EndpointState
-from pysparklog.errors import StorageConflictError, UnknownTopicError
+from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError, UnknownTopicError
 from pysparklog.storage.io import FileSystemStorage, PutMode, read_if_exists
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata
@@ -184,24 +184,32 @@ class DataState:
         return self._cluster_id
 
     def _read_or_create_cluster_id(self) -> str:
-        storage = self.log_dir.storage
         for name in (BROKER_META_PROPERTIES, CLUSTER_ID_FILE):
-            data = read_if_exists(storage, storage.join(name))
-            found = _properties_value(data.decode("utf-8", "replace"), CLUSTER_ID_KEY) if data is not None else None
+            found = self._cluster_id_in(name)
             if found is not None:
                 return found
         created = new_cluster_id()
-        path = storage.join(CLUSTER_ID_FILE)
         content = "# the cluster id the Kafka protocol endpoints of this log directory answer with\n"
+        storage = self.log_dir.storage
         try:
-            storage.put(path, f"{content}{CLUSTER_ID_KEY}={created}\n".encode(), mode=PutMode.CREATE)
+            storage.put(
+                storage.join(CLUSTER_ID_FILE), f"{content}{CLUSTER_ID_KEY}={created}\n".encode(), mode=PutMode.CREATE
+            )
         except StorageConflictError:  # another endpoint created it first: its id is everyone's
-            data = read_if_exists(storage, path)
-            found = _properties_value(data.decode("utf-8", "replace"), CLUSTER_ID_KEY) if data is not None else None
+            found = self._cluster_id_in(CLUSTER_ID_FILE)
             if found is None:
-                raise
+                raise InvalidLogDirectoryError(
+                    f"{storage.join(CLUSTER_ID_FILE)} has no {CLUSTER_ID_KEY}=<id> line; remove it and an endpoint "
+                    "makes a new one"
+                ) from None
             return found
         return created
+
+    def _cluster_id_in(self, name: str) -> str | None:
+        """The ``cluster.id`` in the log directory's properties file ``name``; None without the file or the key."""
+        storage = self.log_dir.storage
+        data = read_if_exists(storage, storage.join(name))
+        return _properties_value(data.decode("utf-8", "replace"), CLUSTER_ID_KEY) if data is not None else None
 
     # -- waking long polls (event loop) ---------------------------------------------------------------------------
 
