@@ -193,6 +193,8 @@ def test_a_new_session_of_a_transactional_id_bumps_its_epoch_and_an_older_sessio
     # KIP-360: a producer bumps its own session; one holding an older session is fenced, in the code its version knows.
     bumped = _init(client, "tx", producer_id=second.producer_id, epoch=second.producer_epoch)
     assert (bumped.error_code, bumped.producer_epoch) == (ErrorCode.none, second.producer_epoch + 1)
+    retried = _init(client, "tx", producer_id=second.producer_id, epoch=second.producer_epoch)  # its answer lost
+    assert (retried.error_code, retried.producer_epoch) == (ErrorCode.none, bumped.producer_epoch)
     stale = _init(client, "tx", producer_id=first.producer_id, epoch=first.producer_epoch)
     assert stale.error_code == ErrorCode.producer_fenced
     old = InitProducerIdRequestV3(
