@@ -583,3 +583,31 @@ def test_a_killed_coordinators_groups_move_and_its_generation_is_fenced(logs: Lo
         process.wait(10)
         assert process.stdout is not None
         process.stdout.close()
+
+
+def test_what_a_client_may_send_is_answered_with_an_error_code_not_a_closed_connection(endpoint: Endpoint) -> None:
+    """A group id longer than pysparklog's own consumers allow, a leader epoch below -1, topic names no topic can
+    have, an empty group id."""
+    long_group = "g" * 300
+    assert _join_fully(endpoint, group=long_group).error_code == ErrorCode.none
+    joined = _join_fully(endpoint)
+    _sync(endpoint, joined, {joined.member_id: b""})
+    partitions = (
+        OffsetCommitRequestPartition(
+            partition_index=i32(0), committed_offset=i64(1), committed_leader_epoch=i32(-5), committed_metadata=None
+        ),
+    )
+    request = OffsetCommitRequest(
+        group_id=GroupId("g"),
+        generation_id_or_member_epoch=joined.generation_id,
+        member_id=joined.member_id,
+        group_instance_id=None,
+        topics=tuple(
+            OffsetCommitRequestTopic(name=TopicName(name), partitions=partitions) for name in ("t", "../t", "x" * 300)
+        ),
+    )
+    errors = [p.error_code for t in _ask(endpoint, request, OffsetCommitResponse).topics for p in t.partitions]
+    assert errors == [ErrorCode.none, ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_or_partition]
+    assert _join(endpoint, group="").error_code == ErrorCode.invalid_group_id
+    fetch = OffsetFetchRequest(group_id=GroupId(""), topics=None, require_stable=False)
+    assert _ask(endpoint, fetch, OffsetFetchResponse).error_code == ErrorCode.invalid_group_id
