@@ -185,9 +185,20 @@ class GroupCoordinator:
         return self.endpoint.state(Registry)
 
     def close(self) -> None:
-        for group in list(self.groups.values()):
-            self._unload(group, ErrorCode.not_coordinator)
+        """Forget every group and close the offsets store. Called off the event loop once every connection is closed:
+        no request waits on a group any more, so only the timers are stopped."""
+        for group in self.groups.values():
+            timers = [m.expiry for m in group.members.values()] + [*group.pending.values(), group.join_deadline]
+            for timer in timers:
+                if timer is not None:
+                    timer.cancel()
+        self.groups.clear()
         self.offsets.close()
+
+    def _publish(self) -> None:
+        """Tell the registry which groups have members here: it lists them at its next renewal, and pysparklog's own
+        consumers refuse to join those."""
+        self.registry.active_groups = tuple(sorted(g for g, group in self.groups.items() if group.members))
 
     # -- taking and giving up groups --------------------------------------------------------------
 
@@ -239,6 +250,7 @@ class GroupCoordinator:
             group.join_deadline.cancel()
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
+        self._publish()
 
     # -- JoinGroup --------------------------------------------------------------------------------
 
@@ -425,6 +437,7 @@ class GroupCoordinator:
         group.generation = generation
         if not group.members:
             group.phase, group.protocol_type, group.protocol_name, group.leader_id = Phase.EMPTY, None, None, None
+            self._publish()
             return
         group.phase = Phase.COMPLETING_REBALANCE
         group.protocol_name = group.select_protocol()
@@ -435,6 +448,7 @@ class GroupCoordinator:
             member.joining.set_result(self._join_result(group, member))
             member.joining = None
             self._schedule_expiry(group, member)
+        self._publish()
 
     # -- members leaving --------------------------------------------------------------------------
 

@@ -46,8 +46,9 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
-from pysparklog.endpoint.registry import REGISTRY_FILE, Registry
-from pysparklog.errors import CommitFailedError, InvalidConfigError
+from pysparklog.endpoint.registry import Registry
+from pysparklog.endpoints import REGISTRY_FILE, kafka_protocol_groups
+from pysparklog.errors import CommitFailedError, InconsistentGroupProtocolError, InvalidConfigError
 from pysparklog.group import GroupCoordinator as StorageGroupCoordinator
 from pysparklog.group import JoinRequest as StorageJoinRequest
 from pysparklog.offsets import OffsetStore
@@ -455,6 +456,29 @@ def test_a_group_id_used_by_pysparklog_consumers_is_refused_to_kafka_clients(
         assert _join(endpoint, group="shared").error_code == ErrorCode.inconsistent_group_protocol
         listed = _ask(endpoint, ListGroupsRequest(states_filter=(), types_filter=()), ListGroupsResponse)
         assert ("shared", "Stable") in {(g.group_id, g.group_state) for g in listed.groups}
+    finally:
+        coordinator.close()
+
+
+def test_pysparklog_consumers_cannot_join_a_group_kafka_clients_hold_through_an_endpoint(
+    endpoint: Endpoint, logs: LogDirectory
+) -> None:
+    """The endpoint lists its groups with members in the registry at each renewal; pysparklog's own coordinator
+    refuses their ids, and takes them again once the Kafka members left."""
+    joined = _join_fully(endpoint, group="kafka-side")
+    assert joined.error_code == ErrorCode.none
+    _wait_for(lambda: "kafka-side" in kafka_protocol_groups(logs))
+    coordinator = StorageGroupCoordinator(logs, "kafka-side")
+    try:
+        with pytest.raises(InconsistentGroupProtocolError, match="Kafka clients"):
+            coordinator.join(StorageJoinRequest("py", ("range",), 30_000), ["t"])
+        leave = LeaveGroupRequest(
+            group_id=GroupId("kafka-side"),
+            members=(MemberIdentity(member_id=joined.member_id, group_instance_id=None, reason=None),),
+        )
+        assert _ask(endpoint, leave, LeaveGroupResponse).members[0].error_code == ErrorCode.none
+        _wait_for(lambda: "kafka-side" not in kafka_protocol_groups(logs))
+        assert coordinator.join(StorageJoinRequest("py", ("range",), 30_000), ["t"]).generation > 0
     finally:
         coordinator.close()
 
