@@ -46,13 +46,15 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
-from pysparklog.endpoint.registry import REGISTRY_FILE, Registry
-from pysparklog.errors import CommitFailedError, InvalidConfigError
+from pysparklog.endpoint.registry import Registry
+from pysparklog.endpoints import REGISTRY_FILE, kafka_protocol_groups
+from pysparklog.errors import CommitFailedError, InconsistentGroupProtocolError, InvalidConfigError
 from pysparklog.group import GroupCoordinator as StorageGroupCoordinator
 from pysparklog.group import JoinRequest as StorageJoinRequest
 from pysparklog.offsets import OffsetStore
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
+from tests.conftest import BUCKET
 from tests.endpoint.kafka_wire import WireClient
 
 T = TypeVar("T")
@@ -65,6 +67,18 @@ def logs(tmp_path: Path) -> LogDirectory:
     log_dir = LogDirectory(str(tmp_path / "logs"))
     log_dir.topics.create("t", 3)
     return log_dir
+
+
+@pytest.fixture(params=["posix", "s3"])
+def shared_logs(request: pytest.FixtureRequest, tmp_path: Path) -> LogDirectory:
+    """A log directory with topic ``t`` on a filesystem or on the object store: the registry and the generations
+    go through each backend's conditional writes."""
+    if request.param == "s3":
+        request.getfixturevalue("s3_endpoint")
+        log_dir = LogDirectory(f"s3://{BUCKET}{tmp_path}/logs")
+        log_dir.topics.create("t", 3)
+        return log_dir
+    return request.getfixturevalue("logs")  # type: ignore[no-any-return]
 
 
 def _config(**overrides: Any) -> EndpointConfig:
@@ -370,15 +384,17 @@ def test_a_commit_during_completing_rebalance_is_refused(endpoint: Endpoint) -> 
     }
 
 
-def test_generations_survive_the_coordinator_and_a_dead_coordinators_commits_are_fenced(logs: LogDirectory) -> None:
-    with Endpoint(logs, _config()) as first:
+def test_generations_survive_the_coordinator_and_a_dead_coordinators_commits_are_fenced(
+    shared_logs: LogDirectory,
+) -> None:
+    with Endpoint(shared_logs, _config()) as first:
         joined = _join_fully(first)
         _sync(first, joined, {joined.member_id: b""})
         assert _commit(first, joined.member_id, joined.generation_id, {("t", 0): 3})[("t", 0)] == ErrorCode.none
-    with Endpoint(logs, _config()) as second:
+    with Endpoint(shared_logs, _config()) as second:
         taken = _join_fully(second)
     assert taken.generation_id > joined.generation_id
-    with OffsetStore(logs) as store, pytest.raises(CommitFailedError):
+    with OffsetStore(shared_logs) as store, pytest.raises(CommitFailedError):
         # What a stalled process of the first coordinator would append for its member.
         store.commit("g", {TopicPartition("t", 0): OffsetAndMetadata(99)}, generation=joined.generation_id)
         assert store.committed("g")[TopicPartition("t", 0)].offset == 3
@@ -393,9 +409,9 @@ def _coordinator_node(endpoint: Endpoint, group: str) -> int:
 
 
 def test_endpoints_of_one_log_directory_agree_on_coordinators_and_the_others_answer_not_coordinator(
-    logs: LogDirectory,
+    shared_logs: LogDirectory,
 ) -> None:
-    with Endpoint(logs, _config()) as a, Endpoint(logs, _config()) as b:
+    with Endpoint(shared_logs, _config()) as a, Endpoint(shared_logs, _config()) as b:
         assert a.state is not None and b.state is not None
         nodes = {a.state.node_id: a, b.state.node_id: b}
         # Each sees the other once it renews its entry (every third of the lease) and reads the registry again.
@@ -440,6 +456,29 @@ def test_a_group_id_used_by_pysparklog_consumers_is_refused_to_kafka_clients(
         assert _join(endpoint, group="shared").error_code == ErrorCode.inconsistent_group_protocol
         listed = _ask(endpoint, ListGroupsRequest(states_filter=(), types_filter=()), ListGroupsResponse)
         assert ("shared", "Stable") in {(g.group_id, g.group_state) for g in listed.groups}
+    finally:
+        coordinator.close()
+
+
+def test_pysparklog_consumers_cannot_join_a_group_kafka_clients_hold_through_an_endpoint(
+    endpoint: Endpoint, logs: LogDirectory
+) -> None:
+    """The endpoint lists its groups with members in the registry at each renewal; pysparklog's own coordinator
+    refuses their ids, and takes them again once the Kafka members left."""
+    joined = _join_fully(endpoint, group="kafka-side")
+    assert joined.error_code == ErrorCode.none
+    _wait_for(lambda: "kafka-side" in kafka_protocol_groups(logs))
+    coordinator = StorageGroupCoordinator(logs, "kafka-side")
+    try:
+        with pytest.raises(InconsistentGroupProtocolError, match="Kafka clients"):
+            coordinator.join(StorageJoinRequest("py", ("range",), 30_000), ["t"])
+        leave = LeaveGroupRequest(
+            group_id=GroupId("kafka-side"),
+            members=(MemberIdentity(member_id=joined.member_id, group_instance_id=None, reason=None),),
+        )
+        assert _ask(endpoint, leave, LeaveGroupResponse).members[0].error_code == ErrorCode.none
+        _wait_for(lambda: "kafka-side" not in kafka_protocol_groups(logs))
+        assert coordinator.join(StorageJoinRequest("py", ("range",), 30_000), ["t"]).generation > 0
     finally:
         coordinator.close()
 
@@ -568,3 +607,31 @@ def test_a_killed_coordinators_groups_move_and_its_generation_is_fenced(logs: Lo
         process.wait(10)
         assert process.stdout is not None
         process.stdout.close()
+
+
+def test_what_a_client_may_send_is_answered_with_an_error_code_not_a_closed_connection(endpoint: Endpoint) -> None:
+    """A group id longer than pysparklog's own consumers allow, a leader epoch below -1, topic names no topic can
+    have, an empty group id."""
+    long_group = "g" * 300
+    assert _join_fully(endpoint, group=long_group).error_code == ErrorCode.none
+    joined = _join_fully(endpoint)
+    _sync(endpoint, joined, {joined.member_id: b""})
+    partitions = (
+        OffsetCommitRequestPartition(
+            partition_index=i32(0), committed_offset=i64(1), committed_leader_epoch=i32(-5), committed_metadata=None
+        ),
+    )
+    request = OffsetCommitRequest(
+        group_id=GroupId("g"),
+        generation_id_or_member_epoch=joined.generation_id,
+        member_id=joined.member_id,
+        group_instance_id=None,
+        topics=tuple(
+            OffsetCommitRequestTopic(name=TopicName(name), partitions=partitions) for name in ("t", "../t", "x" * 300)
+        ),
+    )
+    errors = [p.error_code for t in _ask(endpoint, request, OffsetCommitResponse).topics for p in t.partitions]
+    assert errors == [ErrorCode.none, ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_or_partition]
+    assert _join(endpoint, group="").error_code == ErrorCode.invalid_group_id
+    fetch = OffsetFetchRequest(group_id=GroupId(""), topics=None, require_stable=False)
+    assert _ask(endpoint, fetch, OffsetFetchResponse).error_code == ErrorCode.invalid_group_id
