@@ -438,8 +438,10 @@ def test_an_expired_entry_is_dropped_and_a_live_node_id_is_not_taken_twice(logs:
     storage.put(path, stale)
     with Endpoint(logs, _config(node_id=8)) as live:
         assert b'"gone"' not in storage.read(path)
+        refused = Endpoint(logs, _config(node_id=8, advertised_host="elsewhere"))
         with pytest.raises(InvalidConfigError, match="node id 8 is already served"):
-            Endpoint(logs, _config(node_id=8, advertised_host="elsewhere")).start()
+            refused.start()
+        refused.stop()  # its thread ends (with the error) within this test
         assert _coordinator_node(live, "g") == 8
     assert b'"node_id": 8' not in storage.read(path)
 
