@@ -82,7 +82,9 @@ def shared_logs(request: pytest.FixtureRequest, tmp_path: Path) -> LogDirectory:
 
 
 def _config(**overrides: Any) -> EndpointConfig:
-    return EndpointConfig(port=0, group_min_session_timeout_ms=100, registry_lease_ms=1000, **overrides)
+    # A lease long enough that a renewal delayed by a loaded machine does not drop the endpoint from its own view
+    # (it would answer NOT_COORDINATOR); the tests of a dead endpoint's groups moving kill one with a short lease.
+    return EndpointConfig(port=0, group_min_session_timeout_ms=100, registry_lease_ms=4000, **overrides)
 
 
 @pytest.fixture
