@@ -20,6 +20,7 @@ from pysparklog.endpoint.apis.versions import NO_THROTTLE
 from pysparklog.endpoint.context import RequestContext
 from pysparklog.endpoint.group_coordinator import GroupCoordinator, GroupError, JoinRequest, Phase, storage_group
 from pysparklog.endpoint.registry import Registry
+from pysparklog.endpoints import kafka_protocol_groups
 from pysparklog.errors import InvalidPartitionsError, InvalidTopicError, PySparkLogError, UnknownTopicError
 from pysparklog.group import describe_group, list_group_ids
 from pysparklog.offsets import OFFSET_METADATA_MAX_BYTES
@@ -422,6 +423,8 @@ def _listed(context: RequestContext) -> dict[str, str]:
     coordinator = _coordinator(context)
     log_dir = context.endpoint.log_dir
     states = {group_id: str(Phase.EMPTY) for group_id in coordinator.offsets.groups()}
+    # Groups with members that endpoints hold, committed or not yet (their state is in that endpoint's memory).
+    states.update(dict.fromkeys(kafka_protocol_groups(log_dir), UNKNOWN_STATE))
     for group_id in list_group_ids(log_dir):
         found = describe_group(log_dir, group_id)
         if found is not None and found.members:
@@ -437,7 +440,7 @@ async def list_groups(context: RequestContext, request: Any) -> Any:
     coordinator = _coordinator(context)
     states = await context.endpoint.run_blocking(_listed, context)
     for group_id, group in coordinator.groups.items():
-        if group.phase is not Phase.EMPTY or group_id not in states:
+        if group.phase is not Phase.EMPTY or states.get(group_id, UNKNOWN_STATE) == UNKNOWN_STATE:
             states[group_id] = str(group.phase)
     registry = context.endpoint.state(Registry)
     for group_id in [g for g in states if g not in coordinator.groups and not registry.coordinates(g)]:
