@@ -10,6 +10,7 @@ import time
 from benchmarks import (
     bench_cold_start,
     bench_compaction,
+    bench_endpoint,
     bench_log,
     bench_object_store,
     bench_partitioner,
@@ -40,6 +41,7 @@ def main() -> int:
         + bench_object_store.run()
         + bench_store_latency.run()
         + bench_store_costs.run()
+        + bench_endpoint.run()
         + bench_cold_start.run(table)
     )
     print(
