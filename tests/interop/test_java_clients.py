@@ -1,6 +1,6 @@
-"""The Java client harness proven against Kafka itself: a real 4.2 broker, Kafka's own clients. What these tests
-assert of the broker, ``tests/endpoint/test_real_clients.py`` asserts of two pysparklog endpoints with the same
-harness, so a difference is the endpoint's."""
+"""The Java client harness and the real-client scenarios (``scenarios.py``) proven against Kafka itself: a real
+4.2 broker, Kafka's own clients. ``tests/endpoint/test_real_clients.py`` runs the same scenarios against two
+pysparklog endpoints, one of them killed midway, so a difference is the endpoint's."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.java_clients import BASE_TIMESTAMP, JAVA_CLIENTS
+from tests.interop import scenarios
+from tests.interop.java_clients import JAVA_CLIENTS
 from tests.interop.kafka_broker import TOPIC_COMMAND, KafkaBroker
 from tests.interop.kafka_tools import missing_tools
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
-
-PARTITIONS = 3
-CLIENT_TIMEOUT_S = 120.0
 
 
 @pytest.fixture(scope="module")
@@ -28,74 +26,38 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
         yield started
 
 
-def _topic(broker: KafkaBroker, name: str) -> str:
-    broker.tool(TOPIC_COMMAND, "--create", "--topic", name, "--partitions", str(PARTITIONS))
+def _topic(broker: KafkaBroker, name: str, partitions: int) -> str:
+    broker.tool(TOPIC_COMMAND, "--create", "--topic", name, "--partitions", str(partitions))
     return name
 
 
 def test_idempotent_producer_acks_each_record_once_and_a_consumer_reads_them_back(
     broker: KafkaBroker, tmp_path: Path
 ) -> None:
-    topic = _topic(broker, "java-produce")
-    producer = JAVA_CLIENTS.start(tmp_path, "produce", bootstrap=broker.bootstrap_server, topic=topic, count=300)
-    try:
-        producer.wait(CLIENT_TIMEOUT_S)
-    finally:
-        producer.close()
-    acks = {(ack["partition"], ack["offset"]): ack["i"] for ack in producer.events("ack")}
-    assert len(acks) == 300 and sorted(acks.values()) == list(range(300))
-    assert producer.events("done") == [{"event": "done", "acked": 300, "failed": 0}]
-
+    topic = _topic(broker, "java-produce", 3)
+    acks = scenarios.idempotent_produce(tmp_path, broker.bootstrap_server, topic, 300)
     consumer = JAVA_CLIENTS.start(
         tmp_path, "consume", bootstrap=broker.bootstrap_server, topic=topic, group="g-read", max_records=300
     )
     try:
-        consumer.wait(CLIENT_TIMEOUT_S)
+        consumer.wait(scenarios.CLIENT_TIMEOUT_S)
     finally:
         consumer.close()
     records = consumer.events("record")
     assert {(r["partition"], r["offset"]) for r in records} == set(acks)
     for record in records:
-        i = acks[(record["partition"], record["offset"])]
-        assert (record["key"], record["value"], record["headers"]) == (f"k{i}", f"v{i}", [["seq", str(i)]])
-        assert (record["timestamp"], record["timestamp_type"]) == (BASE_TIMESTAMP + i, "CreateTime")
+        scenarios.check_java_record(record, acks[(record["partition"], record["offset"])])
 
 
 def test_read_committed_consumer_sees_the_committed_transactions_only(broker: KafkaBroker, tmp_path: Path) -> None:
-    topic = _topic(broker, "java-transactions")
-    producer = JAVA_CLIENTS.start(
-        tmp_path,
-        "produce-transactional",
-        bootstrap=broker.bootstrap_server,
-        topic=topic,
-        transactional_id="interop-tx",
-        transactions=6,
-        per_transaction=5,
-        abort_every=3,
-    )
-    try:
-        producer.wait(CLIENT_TIMEOUT_S)
-    finally:
-        producer.close()
-    committed = {r["key"] for t in producer.events("committed") for r in t["records"]}
-    aborted = {r["key"] for t in producer.events("aborted") for r in t["records"]}
-    assert (len(committed), len(aborted)) == (20, 10)
+    topic = _topic(broker, "java-transactions", 3)
+    run = scenarios.transactions_read_committed(tmp_path, broker.bootstrap_server, topic, "g-tx", transactions=6)
+    assert (len(run.committed), len(run.aborted)) == (20, 10)
 
-    seen: dict[str, set[str]] = {}
-    for isolation, expected in (("read_committed", committed), ("read_uncommitted", committed | aborted)):
-        consumer = JAVA_CLIENTS.start(
-            tmp_path,
-            "consume",
-            name=isolation,
-            bootstrap=broker.bootstrap_server,
-            topic=topic,
-            group=f"g-{isolation}",
-            isolation=isolation,
-            idle_ms=5000,
-        )
-        try:
-            consumer.wait(CLIENT_TIMEOUT_S)
-        finally:
-            consumer.close()
-        seen[isolation] = {r["key"] for r in consumer.events("record")}
-        assert seen[isolation] == expected, isolation
+
+def test_a_group_of_three_with_a_member_joining_and_one_leaving_reads_every_record(
+    broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = _topic(broker, "java-group", 6)
+    run = scenarios.consumer_group(tmp_path, broker.bootstrap_server, topic, "g-group", "cooperative-sticky", count=600)
+    assert run.consumed() == set(run.acks)

@@ -15,7 +15,10 @@
  *                          [--assignor range|roundrobin|sticky|cooperative-sticky] [--max-records N] [--idle-ms I]
  *                          [--client-id C]
  *       a member of group G (auto.offset.reset=earliest) committing synchronously after each poll; prints each
- *       record, each assignment and revocation, each commit; stops after N records, I ms without one, or SIGTERM.
+ *       record, each assignment and revocation, each commit (or its failure: the records then go to the partition's
+ *       next owner); stops after N records, I ms without one, or SIGTERM.
+ *
+ * Every line has "at", the epoch milliseconds it was printed at, by which a test orders several clients' events.
  *
  * Compiled once per source hash by tests/interop/java_clients.py.
  */
@@ -44,6 +47,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.header.Header;
@@ -245,7 +249,15 @@ public final class KafkaClients {
                             new OffsetAndMetadata(record.offset() + 1));
                     seen++;
                 }
-                consumer.commitSync(next);
+                try {
+                    consumer.commitSync(next);
+                } catch (WakeupException e) {
+                    throw e;
+                } catch (KafkaException e) {
+                    // The group rebalanced (or its coordinator died) first: these records go to the next owner.
+                    emit(json("event", "commit-failed", "error", e.toString()));
+                    continue;
+                }
                 for (Map.Entry<TopicPartition, OffsetAndMetadata> entry : next.entrySet()) {
                     emit(json("event", "committed", "partition", entry.getKey().partition(),
                             "offset", entry.getValue().offset()));
@@ -283,9 +295,10 @@ public final class KafkaClients {
 
     // -- plumbing -------------------------------------------------------------------------------------------------
 
-    /** One JSON line, whole, even when callbacks on the client's I/O thread print at the same time. */
+    /** One JSON line, whole, even when callbacks on the client's I/O thread print at the same time, with the
+     *  wall-clock time it was printed ("at", epoch ms): a test orders what several clients did by it. */
     static synchronized void emit(String line) {
-        System.out.println(line);
+        System.out.println("{\"at\":" + System.currentTimeMillis() + "," + line.substring(1));
         System.out.flush();
     }
 
