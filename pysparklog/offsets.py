@@ -55,6 +55,10 @@ than that may miss a deletion, as a Kafka consumer may.
 active members, and so do ``plan_reset``, ``execute_reset``, ``delete_group`` and ``delete_offsets``; ``commit``
 and ``delete`` are the coordinator's own operations and do not check.
 
+Transactional offset commits made here (``TxnOffsetCommit`` through ``pysparklog serve``) are held by the
+transaction coordinator and committed here, as ordinary commits, once their transaction commits
+(``pysparklog.transactions``).
+
 Not done: offsets of empty groups are never expired (a broker drops them after ``offsets.retention.minutes``),
 and transactional offset commits (``TxnOffsetCommit``) copied from a broker are applied without regard to
 their transaction's outcome.
@@ -423,6 +427,26 @@ def _check_offset(tp: TopicPartition, committed: OffsetAndMetadata) -> None:
             f"metadata for {tp} is {size} bytes of UTF-8; accepted: at most {OFFSET_METADATA_MAX_BYTES} "
             "(Kafka's offset.metadata.max.bytes)"
         )
+
+
+def checked_offsets(
+    group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """A group's commit as ``OffsetStore.commit`` takes it, checked before it is made (a transaction's offsets are
+    checked when the transaction takes them, as their commit comes after its decision and must not fail).
+
+    Raises:
+        InvalidConfigError: An empty group id, or metadata above 4096 bytes (Kafka's ``offset.metadata.max.bytes``).
+        InvalidOffsetError: A negative offset or partition, or a leader epoch below -1.
+        InvalidTopicError: A partition of a topic name Kafka refuses.
+    """
+    _check_group_id(group_id)
+    checked = {}
+    for tp, committed in offsets.items():
+        partition = checked_topic_partition(tp)
+        _check_offset(partition, committed)
+        checked[partition] = committed
+    return checked
 
 
 # -- results ----------------------------------------------------------------------------------------------------
@@ -876,15 +900,10 @@ class OffsetStore:
             InvalidOffsetError: A negative offset or partition, or a leader epoch below -1.
             InvalidTopicError: A partition of a topic name Kafka refuses.
         """
-        _check_group_id(group_id)
         now = int(time.time() * 1000) if commit_timestamp_ms is None else commit_timestamp_ms
         if isinstance(now, bool) or not isinstance(now, int) or not 0 <= now <= LONG_MAX:
             raise InvalidOffsetError(f"commit timestamp {now!r} is invalid; accepted: milliseconds since the epoch")
-        checked = {}
-        for tp, committed in offsets.items():
-            partition = checked_topic_partition(tp)
-            _check_offset(partition, committed)
-            checked[partition] = committed
+        checked = checked_offsets(group_id, offsets)
         if not checked:
             return
         keys = [encode_offset_commit_key(group_id, tp) for tp in checked]

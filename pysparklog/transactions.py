@@ -11,6 +11,9 @@ A Kafka transaction works like this (``TransactionCoordinator``, KIP-98):
   the state becomes ``CompleteCommit`` or ``CompleteAbort``.
 - A transaction left open longer than its timeout is aborted by the coordinator, with a bumped
   epoch, so the stalled producer is fenced.
+- A consume-transform-produce loop commits its input offsets in the transaction
+  (``AddOffsetsToTxn``, ``TxnOffsetCommit``): they become the group's committed offsets only
+  if the transaction commits.
 
 Here the coordinator is whoever calls this module. Each transactional id's state is one small JSON
 file in the log directory, ``pysparklog-txn.<quoted id>.json``, changed under its ``.lock`` and
@@ -24,6 +27,14 @@ says complete. After a crash, whoever touches the transactional id next rolls th
 ``init_producer_id``, ``end_transaction`` or ``abort_expired``. Marker writes are idempotent in
 effect: a second COMMIT for a transaction already closed closes nothing.
 
+Kafka writes a transaction's offsets into ``__consumer_offsets`` as transactional records that its
+group coordinator holds back until the marker. Here they are held in the transactional id's state
+(``TransactionMetadata.offsets``) and committed to ``__consumer_offsets`` as ordinary commits
+(``OffsetStore.commit``) after the COMMIT markers, before the state says complete, so that every
+reader of committed offsets (the Python consumer, the Spark source, ``consumer-groups``) sees them
+at commit and never sees an aborted transaction's. A crash after the decision commits them again on
+roll-forward, with the same values.
+
 ``end_transaction`` may be called from another process than the producer's, with the producer id
 and epoch the producer was given. That is the two-phase commit of Kafka's KIP-939 (``prepare`` in
 one process, ``complete`` in another), and it is how Spark's driver commits the transactions its
@@ -33,6 +44,7 @@ tasks wrote.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -47,13 +59,14 @@ from pysparklog.errors import (
     PySparkLogError,
     UnknownTopicError,
 )
+from pysparklog.offsets import OffsetStore, checked_offsets
 from pysparklog.storage.io import VersionedFile, read_if_exists
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.producer_ids import TXN_STATE_PREFIX, allocate_producer_id
 from pysparklog.storage.records.arrow_records import BatchSettings, encode_control_batch
 from pysparklog.storage.records.default_records import ControlRecordType, end_txn_marker
-from pysparklog.structs import TopicPartition
+from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
 TXN_FILE_PREFIX = TXN_STATE_PREFIX
 _STATE_SUFFIX = ".json"
@@ -70,6 +83,11 @@ Clock = Callable[[], int]
 
 class InvalidTxnStateError(PySparkLogError):
     """The transaction is not in a state that allows the request (Kafka's ``InvalidTxnStateException``)."""
+
+
+class InvalidPidMappingError(PySparkLogError):
+    """The transactional id has no producer session (Kafka's ``InvalidPidMappingException``): it was never
+    initialised, or its state was forgotten."""
 
 
 class TransactionState(StrEnum):
@@ -119,6 +137,9 @@ class TransactionMetadata:
         update_ms: When the state last changed.
         prepared: The producer prepared the transaction for another process to end (KIP-939): it
             takes no more partitions and no timeout aborts it; only its end or a new session does.
+        offsets: The consumer groups the current transaction commits offsets of (``AddOffsetsToTxn``), each
+            with the offsets committed in it so far (``TxnOffsetCommit``): the groups' committed offsets once
+            the transaction commits, dropped if it aborts.
     """
 
     transactional_id: str
@@ -130,6 +151,7 @@ class TransactionMetadata:
     start_ms: int = -1
     update_ms: int = -1
     prepared: bool = False
+    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
 
     @property
     def session(self) -> ProducerSession:
@@ -147,6 +169,12 @@ class TransactionMetadata:
             "start_ms": self.start_ms,
             "update_ms": self.update_ms,
             "prepared": self.prepared,
+            "offsets": {
+                group: [
+                    [tp.topic, tp.partition, o.offset, o.leader_epoch, o.metadata] for tp, o in sorted(offsets.items())
+                ]
+                for group, offsets in self.offsets.items()
+            },
         }
         return json.dumps(document, sort_keys=True).encode()
 
@@ -166,6 +194,13 @@ class TransactionMetadata:
                 int(document["start_ms"]),
                 int(document["update_ms"]),
                 bool(document["prepared"]),
+                {  # absent from the files of a pysparklog that had no transactional offsets: none pending
+                    str(group): {
+                        TopicPartition(str(t), int(p)): OffsetAndMetadata(int(o), str(m), int(e))
+                        for t, p, o, e, m in offsets
+                    }
+                    for group, offsets in document.get("offsets", {}).items()
+                },
             )
         except (ValueError, KeyError, TypeError) as error:
             raise CorruptRecordError(f"transaction state file {path} is not readable: {error}") from None
@@ -201,16 +236,25 @@ class TransactionCoordinator:
         self._clock = clock or _wall_clock_ms
         # Partitions markers went to, kept open: a log opened anew rebuilds its producer state first.
         self._partition_logs: dict[TopicPartition, Log] = {}
+        self._offset_store: OffsetStore | None = None  # made at the first commit of transactional offsets
+        # Guards the two above: a server ends several transactions at once, each on a thread of its own.
+        self._open_lock = threading.Lock()
 
     def close(self) -> None:
-        """Close the partition logs markers were written to."""
-        for log in self._partition_logs.values():
-            log.close()
-        self._partition_logs.clear()
+        """Close the partition logs markers were written to, and the committed offsets' store."""
+        with self._open_lock:
+            for log in self._partition_logs.values():
+                log.close()
+            self._partition_logs.clear()
+            if self._offset_store is not None:
+                self._offset_store.close()
+                self._offset_store = None
 
     # -- the requests -------------------------------------------------------------------------
 
-    def init_producer_id(self, transactional_id: str, timeout_ms: int) -> ProducerSession:
+    def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, expected: ProducerSession | None = None
+    ) -> ProducerSession:
         """A new session of ``transactional_id`` (Kafka's ``InitProducerId``): its producer id with a
         bumped epoch, which fences every older session.
 
@@ -220,9 +264,13 @@ class TransactionCoordinator:
         Args:
             transactional_id: The id.
             timeout_ms: How long this session's transactions may stay open (``transaction.timeout.ms``).
+            expected: The session a producer that already has one bumps (KIP-360: a producer recovering
+                from an error keeps its id and asks for the next epoch); None for a new producer.
 
         Raises:
             InvalidConfigError: An empty id or a timeout below 1.
+            ProducerFencedError: ``expected`` is not the id's current session: another producer has
+                taken the id since (Kafka accepts only the current producer id, and here the epoch too).
         """
         validate_transactional_id(transactional_id)
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
@@ -232,13 +280,15 @@ class TransactionCoordinator:
             if meta is None:
                 meta = TransactionMetadata(transactional_id, allocate_producer_id(self._storage), 0)
             else:
+                if expected is not None:
+                    self._check_session(transactional_id, meta, expected)
                 self._settle(meta, save)
                 if meta.producer_epoch >= MAX_SESSION_EPOCH:
                     meta.producer_id, meta.producer_epoch = allocate_producer_id(self._storage), 0
                 else:
                     meta.producer_epoch += 1
             meta.state, meta.partitions, meta.start_ms, meta.prepared = TransactionState.EMPTY, [], -1, False
-            meta.timeout_ms, meta.update_ms = timeout_ms, now
+            meta.offsets, meta.timeout_ms, meta.update_ms = {}, timeout_ms, now
             save(meta)
             return meta.session
 
@@ -252,18 +302,74 @@ class TransactionCoordinator:
             InvalidTxnStateError: The transaction is being ended.
         """
         with self._state(transactional_id) as (meta, save):
-            meta = self._check_session(transactional_id, meta, session)
-            if meta.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT) or meta.prepared:
-                state = "prepared" if meta.prepared else meta.state.value
-                raise InvalidTxnStateError(f"transaction of {transactional_id!r} is {state}: no partition can be added")
-            now = self._clock()
-            if meta.state != TransactionState.ONGOING:
-                meta.state, meta.partitions, meta.start_ms = TransactionState.ONGOING, [], now
+            meta, began = self._open(transactional_id, meta, session, "no partition can be added")
             added = set(meta.partitions).union(partitions)
-            if len(added) != len(meta.partitions):
+            if began or len(added) != len(meta.partitions):
                 meta.partitions = sorted(added)
-                meta.update_ms = now
+                meta.update_ms = self._clock()
                 save(meta)
+
+    def add_offsets(self, transactional_id: str, session: ProducerSession, group_id: str) -> None:
+        """Let the session's transaction commit offsets of ``group_id``, opening it (Kafka's
+        ``AddOffsetsToTxn``, which adds the group's ``__consumer_offsets`` partition to the transaction).
+
+        Raises:
+            ProducerFencedError: A newer session of the id exists.
+            InvalidTxnStateError: The transaction is being ended.
+        """
+        with self._state(transactional_id) as (meta, save):
+            meta, began = self._open(transactional_id, meta, session, "no group can be added")
+            if began or group_id not in meta.offsets:
+                meta.offsets.setdefault(group_id, {})
+                meta.update_ms = self._clock()
+                save(meta)
+
+    def commit_offsets(
+        self,
+        transactional_id: str,
+        session: ProducerSession,
+        group_id: str,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> None:
+        """Offsets of ``group_id`` that the session's transaction commits (Kafka's ``TxnOffsetCommit``): they
+        become the group's committed offsets when the transaction commits; a later call's offset of a
+        partition replaces an earlier one's.
+
+        Raises:
+            ProducerFencedError: A newer session of the id exists.
+            InvalidTxnStateError: No transaction is open, or it has not added the group (``add_offsets``).
+            InvalidConfigError, InvalidOffsetError, InvalidTopicError: An offset ``OffsetStore.commit`` would
+                refuse (``checked_offsets``); nothing is taken.
+        """
+        with self._state(transactional_id) as (meta, save):
+            meta = self._check_session(transactional_id, meta, session)
+            if meta.state != TransactionState.ONGOING or group_id not in meta.offsets:
+                raise InvalidTxnStateError(
+                    f"transaction of {transactional_id!r} has not added group {group_id!r} (AddOffsetsToTxn): its "
+                    "offsets cannot be committed in it"
+                )
+            meta.offsets[group_id].update(checked_offsets(group_id, offsets))
+            meta.update_ms = self._clock()
+            save(meta)
+
+    def _open(
+        self, transactional_id: str, meta: TransactionMetadata | None, session: ProducerSession, refused: str
+    ) -> tuple[TransactionMetadata, bool]:
+        """The session's transaction, and whether it was begun here (Ongoing, with nothing registered) rather
+        than open already; a transaction begun here is not saved yet.
+
+        Raises:
+            ProducerFencedError: A newer session of the id exists.
+            InvalidTxnStateError: The transaction is being ended (``refused`` says what is refused).
+        """
+        meta = self._check_session(transactional_id, meta, session)
+        if meta.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT) or meta.prepared:
+            state = "prepared" if meta.prepared else meta.state.value
+            raise InvalidTxnStateError(f"transaction of {transactional_id!r} is {state}: {refused}")
+        if meta.state == TransactionState.ONGOING:
+            return meta, False
+        meta.state, meta.partitions, meta.offsets, meta.start_ms = TransactionState.ONGOING, [], {}, self._clock()
+        return meta, True
 
     def prepare_transaction(self, transactional_id: str, session: ProducerSession) -> None:
         """Mark the session's transaction prepared: its producer has appended everything and leaves the
@@ -305,7 +411,7 @@ class TransactionCoordinator:
             ProducerFencedError: A newer session of the id exists (for a commit this means the
                 transaction was aborted: its writes are not visible to ``read_committed`` readers).
             InvalidTxnStateError: The opposite decision was already taken.
-            PySparkLogError: The id has no session.
+            InvalidPidMappingError: The id has no session.
         """
         with self._state(transactional_id) as (meta, save):
             meta = self._check_session(transactional_id, meta, session)
@@ -437,7 +543,9 @@ class TransactionCoordinator:
         transactional_id: str, meta: TransactionMetadata | None, session: ProducerSession
     ) -> TransactionMetadata:
         if meta is None:
-            raise PySparkLogError(f"transactional id {transactional_id!r} has no producer session: initialise it first")
+            raise InvalidPidMappingError(
+                f"transactional id {transactional_id!r} has no producer session: initialise it first"
+            )
         if session != meta.session:
             raise ProducerFencedError(
                 f"producer {session.producer_id} epoch {session.producer_epoch} of transactional id "
@@ -453,6 +561,8 @@ class TransactionCoordinator:
         elif meta.state in _PREPARED.values():
             commit = meta.state == TransactionState.PREPARE_COMMIT
             self._write_markers(meta, commit)
+            if commit:
+                self._commit_offsets(meta)
             meta.state, meta.update_ms, meta.prepared = _COMPLETED[commit], self._clock(), False
             save(meta)
 
@@ -464,22 +574,40 @@ class TransactionCoordinator:
         save(meta)
         self._settle(meta, save)
 
+    def _commit_offsets(self, meta: TransactionMetadata) -> None:
+        """The committed transaction's offsets, as each group's commit (one batch per group), once its markers
+        are written: as a broker's group coordinator makes them visible when the COMMIT marker reaches the
+        group's ``__consumer_offsets`` partition. Unfenced by the groups' generations, which ``TxnOffsetCommit``
+        was checked against when it was made: the decision to commit them is taken."""
+        pending = {group: offsets for group, offsets in meta.offsets.items() if offsets}
+        if not pending:
+            return
+        with self._open_lock:
+            if self._offset_store is None:
+                self._offset_store = OffsetStore(self.log_dir)
+            store = self._offset_store
+        for group, offsets in pending.items():
+            store.commit(group, offsets)
+
     def _write_markers(self, meta: TransactionMetadata, commit: bool) -> None:
         """A COMMIT or ABORT marker in each registered partition, then fsync, before completion is recorded."""
         key, value = end_txn_marker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, COORDINATOR_EPOCH)
         settings = BatchSettings(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transactional=True)
         marker = encode_control_batch(key, value, settings)
         for tp in meta.partitions:
-            log = self._partition_logs.get(tp)
-            if log is None:
-                try:
-                    log = self._partition_logs[tp] = self.log_dir.partition(tp.topic, tp.partition)
-                except UnknownTopicError:  # deleted since: nothing left to close there
-                    continue
+            with self._open_lock:
+                log = self._partition_logs.get(tp)
+                if log is None:
+                    try:
+                        log = self._partition_logs[tp] = self.log_dir.partition(tp.topic, tp.partition)
+                    except UnknownTopicError:  # deleted since: nothing left to close there
+                        continue
             try:
                 log.append(marker)
                 log.flush()
             except BaseException:
-                del self._partition_logs[tp]
+                with self._open_lock:
+                    if self._partition_logs.get(tp) is log:
+                        del self._partition_logs[tp]
                 log.close()
                 raise

@@ -12,15 +12,17 @@ import pytest
 from pysparklog.errors import (
     CorruptRecordError,
     InvalidConfigError,
+    InvalidOffsetError,
     MetadataChangedError,
     ProducerFencedError,
     PySparkLogError,
 )
+from pysparklog.offsets import OffsetStore
 from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings
 from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
-from pysparklog.structs import TopicPartition
+from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from pysparklog.transactions import (
     MAX_SESSION_EPOCH,
     InvalidTxnStateError,
@@ -308,3 +310,48 @@ def test_transactional_ids_are_non_empty_utf8_text(transactional_id: str) -> Non
         InvalidConfigError, match="transactional.id = .* is invalid; accepted: a non-empty string of UTF-8"
     ):
         validate_transactional_id(transactional_id)
+
+
+def test_a_transactions_offsets_are_committed_only_when_it_commits(logs: LogDirectory) -> None:
+    """TxnOffsetCommit's offsets are held by the coordinator: the group sees them after the COMMIT markers, and
+    never those of an aborted transaction."""
+    coordinator = TransactionCoordinator(logs)
+    offsets = OffsetStore(logs)
+    try:
+        session = coordinator.init_producer_id("tx", 60000)
+        coordinator.add_offsets("tx", session, "g")
+        coordinator.commit_offsets("tx", session, "g", {TopicPartition("t", 0): OffsetAndMetadata(5, "m")})
+        coordinator.commit_offsets("tx", session, "g", {TopicPartition("t", 0): OffsetAndMetadata(7, "m")})
+        assert offsets.committed("g") == {}
+        coordinator.end_transaction("tx", session, commit=True)
+        assert offsets.committed("g") == {TopicPartition("t", 0): OffsetAndMetadata(7, "m")}
+
+        coordinator.add_offsets("tx", session, "g")
+        coordinator.commit_offsets("tx", session, "g", {TopicPartition("t", 0): OffsetAndMetadata(9)})
+        coordinator.end_transaction("tx", session, commit=False)
+        assert offsets.committed("g") == {TopicPartition("t", 0): OffsetAndMetadata(7, "m")}
+    finally:
+        offsets.close()
+        coordinator.close()
+
+
+def test_offsets_need_their_group_added_and_a_valid_offset(logs: LogDirectory) -> None:
+    coordinator = TransactionCoordinator(logs)
+    session = coordinator.init_producer_id("tx", 60000)
+    with pytest.raises(InvalidTxnStateError, match="has not added group 'g'"):
+        coordinator.commit_offsets("tx", session, "g", {TopicPartition("t", 0): OffsetAndMetadata(1)})
+    coordinator.add_offsets("tx", session, "g")
+    with pytest.raises(InvalidOffsetError, match="offset -2"):
+        coordinator.commit_offsets("tx", session, "g", {TopicPartition("t", 0): OffsetAndMetadata(-2)})
+    meta = coordinator.describe("tx")
+    assert meta is not None and meta.offsets == {"g": {}}
+
+
+def test_a_producer_bumping_its_session_must_hold_the_current_one(logs: LogDirectory) -> None:
+    """KIP-360: InitProducerId with the producer's own session bumps it; with an older one it is fenced."""
+    coordinator = TransactionCoordinator(logs)
+    first = coordinator.init_producer_id("tx", 60000)
+    second = coordinator.init_producer_id("tx", 60000, expected=first)
+    assert second == ProducerSession(first.producer_id, first.producer_epoch + 1)
+    with pytest.raises(ProducerFencedError):
+        coordinator.init_producer_id("tx", 60000, expected=first)
