@@ -856,6 +856,31 @@ class OffsetStore:
             self._refresh(partition)
             return self._partitions[partition].generations.get(group_id, -1)
 
+    def advance_generation(self, group_id: str, at_least: int) -> int:
+        """Record a new generation of a group, above every generation its partition records, and return it:
+        ``at_least``, or one past the latest recorded when that is higher.
+
+        A coordinator that keeps its group's membership elsewhere (the Kafka protocol endpoint keeps it in memory)
+        records each generation as it starts, as a broker writes its GroupMetadata record: a coordinator that takes
+        a group over starts above every generation a previous one gave out, and a commit of a generation older than
+        the recorded one is refused (``commit``'s fencing), whichever process makes it.
+        """
+        _check_group_id(group_id)
+        self._ensure_topic()
+        partition = self.partition_for(group_id)
+        with self._mutex:
+            while True:
+                self._refresh(partition)
+                state = self._partitions[partition]
+                generation = max(at_least, state.generations.get(group_id, -1) + 1)
+                now = int(time.time() * 1000)
+                key, value = encode_group_metadata_key(group_id), encode_group_metadata_value(generation, now)
+                try:
+                    self._append(group_id, [key], [value], now, state.position)
+                    return generation
+                except LogEndChangedError:
+                    continue  # another commit came first: decide again on what it appended
+
     def commit_as(
         self,
         coordinator: GroupCoordinator,

@@ -54,6 +54,21 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="BYTES",
         help="the largest request read; a larger one closes its connection (default 104857600, Kafka's)",
     )
+    parser.add_argument(
+        "--registry-lease-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="how long this endpoint stays in the log directory's registry of endpoints without renewing it: when it "
+        "dies, the consumer groups it coordinates move to the other endpoints after this long (default 10000)",
+    )
+    parser.add_argument(
+        "--group-min-session-timeout-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="Kafka's group.min.session.timeout.ms: shorter consumer session timeouts are refused (default 6000)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -62,7 +77,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("serve needs Python 3.11 or later: kio, the Kafka protocol's types it uses, supports 3.11+")
     try:
         from pysparklog.endpoint import Endpoint, EndpointConfig
-        from pysparklog.endpoint.config import DEFAULT_MAX_REQUEST_BYTES, parse_host_port
+        from pysparklog.endpoint.config import (
+            DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
+            DEFAULT_MAX_REQUEST_BYTES,
+            DEFAULT_REGISTRY_LEASE_MS,
+            parse_host_port,
+        )
     except ImportError as e:
         raise UsageError(f"serve needs the serve extra: pip install 'pysparklog[serve]' ({e})") from None
     host, port = parse_host_port(args.listen, "--listen")
@@ -76,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         advertised_host=advertised_host,
         advertised_port=advertised_port,
         max_request_bytes=args.socket_request_max_bytes or DEFAULT_MAX_REQUEST_BYTES,
+        registry_lease_ms=args.registry_lease_ms or DEFAULT_REGISTRY_LEASE_MS,
+        group_min_session_timeout_ms=args.group_min_session_timeout_ms or DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     endpoint = Endpoint(args.log_dir, config)

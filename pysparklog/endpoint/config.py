@@ -10,6 +10,12 @@ from pysparklog.errors import InvalidConfigError
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
 DEFAULT_PORT = 9092
 LOOPBACK = "127.0.0.1"
+#: How long an endpoint's entry in the log directory's registry lives without renewal: a dead endpoint's groups move
+#: to the others this long after it died.
+DEFAULT_REGISTRY_LEASE_MS = 10_000
+#: Kafka's ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms``.
+DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS = 6_000
+DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS = 1_800_000
 
 
 def parse_host_port(text: str, what: str) -> tuple[str, int]:
@@ -48,6 +54,9 @@ class EndpointConfig:
     advertised_port: int | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     node_id: int | None = None
+    registry_lease_ms: int = DEFAULT_REGISTRY_LEASE_MS
+    group_min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS
+    group_max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS
 
     def __post_init__(self) -> None:
         for name, port in (("port", self.port), ("advertised port", self.advertised_port)):
@@ -59,3 +68,13 @@ class EndpointConfig:
             )
         if self.node_id is not None and not (isinstance(self.node_id, int) and 0 <= self.node_id <= 2**31 - 1):
             raise InvalidConfigError(f"node id {self.node_id!r} is out of range; accepted: 0 to 2147483647")
+        if not (isinstance(self.registry_lease_ms, int) and 300 <= self.registry_lease_ms <= 3_600_000):
+            raise InvalidConfigError(
+                f"registry lease {self.registry_lease_ms!r} ms is out of range; accepted: 300 to 3600000"
+            )
+        minimum, maximum = self.group_min_session_timeout_ms, self.group_max_session_timeout_ms
+        if not (isinstance(minimum, int) and isinstance(maximum, int) and 1 <= minimum <= maximum <= 2**31 - 1):
+            raise InvalidConfigError(
+                f"group session timeout bounds {minimum!r} to {maximum!r} ms are invalid; accepted: "
+                "1 <= group.min.session.timeout.ms <= group.max.session.timeout.ms <= 2147483647"
+            )

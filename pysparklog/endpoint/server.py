@@ -32,6 +32,7 @@ from pysparklog.endpoint.protocol import (
     message,
     peek_api,
 )
+from pysparklog.endpoint.registry import Registry
 from pysparklog.storage.log_dir import LogDirectory
 
 log = logging.getLogger("pysparklog.endpoint")
@@ -125,6 +126,13 @@ class Endpoint:
             raise
         try:
             state.bind(server.sockets[0].getsockname()[1])
+            try:
+                # Listed in the log directory's registry before the first client comes: coordinators are chosen
+                # over the endpoints listed there.
+                await state.run_blocking(state.state, Registry)
+            except BaseException as e:
+                self._listening.set_exception(e)
+                raise
             self.state = state
             self._listening.set_result(server.sockets[0].getsockname()[1])
             log.info("serving %s on %s:%d", self.log_dir.path, self.config.host, self.port)
