@@ -94,6 +94,11 @@ class InvalidPartitionsError(PySparkLogError, ValueError):
     """A partition count below 1, or an alteration that would not add partitions."""
 
 
+class PolicyViolationError(PySparkLogError):
+    """A request a topic's configs forbid (Kafka's ``PolicyViolationException``): deleting records of a topic whose
+    ``cleanup.policy`` lacks ``delete``."""
+
+
 class OutOfOrderSequenceError(PySparkLogError):
     """An idempotent batch whose sequence does not follow the producer's last one (Kafka's
     ``OutOfOrderSequenceException``): a batch was lost in between, so appending it would leave a gap."""

@@ -37,11 +37,9 @@ from collections import Counter
 from typing import Any
 
 from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir
-from pysparklog.errors import InvalidOffsetError, InvalidTopicError, UnknownTopicError
+from pysparklog.errors import InvalidOffsetError, PolicyViolationError, UnknownTopicError
 from pysparklog.storage.log_dir import LogDirectory
-from pysparklog.storage.retention import deletes
 
-HIGH_WATERMARK = -1
 # What a Kafka client shows for each error code (ExecutionException.getMessage of Errors.exception()).
 OFFSET_OUT_OF_RANGE = (
     "org.apache.kafka.common.errors.OffsetOutOfRangeException: "
@@ -121,18 +119,13 @@ def parse_offset_json(text: str) -> list[tuple[str, int, int]]:
 def delete_records(logs: LogDirectory, topic: str, partition: int, offset: int) -> str:
     """Kafka's DeleteRecords for one partition: ``low_watermark: N`` or ``error: <Kafka's error>``."""
     try:
-        known = 0 <= partition < logs.topics.get(topic).partitions
-    except (InvalidTopicError, UnknownTopicError):
-        known = False
-    if not known:
+        low_watermark = logs.delete_records(topic, partition, offset)
+    except UnknownTopicError:
         return f"error: {UNKNOWN_TOPIC_OR_PARTITION}"
-    with logs.partition(topic, partition) as log:
-        if not deletes(log.config):
-            return f"error: {POLICY_VIOLATION}"
-        try:
-            low_watermark = log.raise_log_start_offset(log.log_end_offset if offset == HIGH_WATERMARK else offset)
-        except InvalidOffsetError:
-            return f"error: {OFFSET_OUT_OF_RANGE}"
+    except PolicyViolationError:
+        return f"error: {POLICY_VIOLATION}"
+    except InvalidOffsetError:
+        return f"error: {OFFSET_OUT_OF_RANGE}"
     return f"low_watermark: {low_watermark}"
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from pysparklog.errors import InvalidLogDirectoryError, PySparkLogError, TransactionInProgressError
+from pysparklog.errors import (
+    InvalidLogDirectoryError,
+    InvalidTopicError,
+    PolicyViolationError,
+    PySparkLogError,
+    TransactionInProgressError,
+    UnknownTopicError,
+)
 from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import FileSystemStorage, Storage, storage_for
 from pysparklog.storage.log import PartitionLog
@@ -13,6 +20,7 @@ from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_writer import AppendInfo
 from pysparklog.storage.objects.log import ObjectPartitionLog, append_together
 from pysparklog.storage.records.arrow_records import EncodedBatches
+from pysparklog.storage.retention import deletes
 from pysparklog.storage.topics import (
     Progress,
     TopicMetadata,
@@ -22,6 +30,9 @@ from pysparklog.storage.topics import (
     validate_topic_name,
 )
 from pysparklog.storage.validator import Batches, checked_batches
+
+#: DeleteRecords' offset meaning the high watermark.
+HIGH_WATERMARK = -1
 
 
 class LogDirectory:
@@ -144,6 +155,37 @@ class LogDirectory:
                 refused[index] = error
         made = iter(append_together(checked))
         return [refused[index] if index in refused else next(made) for index in range(len(appends))]
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Kafka's DeleteRecords for one partition: raise its log start offset to ``offset`` (``HIGH_WATERMARK``: the
+        high watermark, the log end offset here), so that records below it can no longer be read; the next
+        retention pass deletes the segments wholly below it.
+
+        Returns:
+            The partition's log start offset after it (Kafka's ``low_watermark``).
+
+        Raises:
+            UnknownTopicError: No such topic or partition (or an illegal topic name).
+            PolicyViolationError: The topic's ``cleanup.policy`` lacks ``delete`` (a compacted-only topic keeps
+                its records until compaction drops them, as a broker refuses to delete them).
+            InvalidOffsetError: ``offset`` is negative (other than -1) or past the high watermark.
+        """
+        try:
+            partitions = self._topics.get(topic).partitions
+        except InvalidTopicError:
+            raise UnknownTopicError(f"Topic '{topic}' does not exist: its name is illegal") from None
+        if not 0 <= partition < partitions:
+            raise UnknownTopicError(
+                f"Partition {partition} of topic '{topic}' does not exist: the topic has {partitions} partitions"
+            )
+        with self.partition(topic, partition) as log:
+            if not deletes(log.config):
+                raise PolicyViolationError(
+                    f"cannot delete records of {topic}-{partition}: its cleanup.policy is "
+                    f"{','.join(sorted(log.config.cleanup_policy)) or 'empty'}; accepted: a topic whose cleanup.policy "
+                    "includes delete"
+                )
+            return log.raise_log_start_offset(log.log_end_offset if offset == HIGH_WATERMARK else offset)
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         """Every ``(topic, partition)`` with a directory here, sorted; directories being deleted are skipped."""

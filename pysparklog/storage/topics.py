@@ -85,7 +85,9 @@ from pysparklog.storage.log_state import parse_partition_dir
 from pysparklog.storage.objects.topic_commit import chain_directory_name
 from pysparklog.storage.topic_config import (
     SERVER_PROPERTIES,
+    TOPIC_CONFIGS,
     ConfigEntry,
+    ConfigType,
     ServerProperties,
     describe_configs,
     effective_config,
@@ -458,6 +460,7 @@ class TopicStore:
         configs: Mapping[str, str] | None = None,
         *,
         if_not_exists: bool = False,
+        validate_only: bool = False,
         progress: Progress | None = None,
     ) -> TopicMetadata:
         """Create a topic and its partition directories.
@@ -467,6 +470,8 @@ class TopicStore:
             partitions: Its partition count (default: ``num.partitions`` of ``server.properties``, else 1).
             configs: Its config overrides, Kafka names and string values.
             if_not_exists: Return the existing topic instead of failing.
+            validate_only: Check everything creating it checks, then return the topic it would make (its id a new
+                one) without creating it: Kafka's CreateTopics ``validate_only``.
             progress: Told as partition directories are made.
 
         Raises:
@@ -497,6 +502,8 @@ class TopicStore:
                 validate_topic_partitions(server.num_partitions, f"{self.server_properties_path}: num.partitions")
             count = server.num_partitions if partitions is None else partitions
             topic = TopicMetadata(name, checkpoints.new_topic_id(), count, overrides)
+            if validate_only:
+                return topic
             metadata.topics[name] = topic
             self._write(metadata)
             self._make_partition_dirs(topic, range(topic.partitions), progress)
@@ -539,8 +546,11 @@ class TopicStore:
             topic = replace(topic, topic_id=checkpoints.new_topic_id())
         return topic, adopted
 
-    def alter_partitions(self, name: str, partitions: int, *, progress: Progress | None = None) -> TopicMetadata:
-        """Add partitions to a topic (never fewer, as in Kafka).
+    def alter_partitions(
+        self, name: str, partitions: int, *, validate_only: bool = False, progress: Progress | None = None
+    ) -> TopicMetadata:
+        """Add partitions to a topic (never fewer, as in Kafka); with ``validate_only``, only check that it could and
+        return the topic it would make (Kafka's CreatePartitions ``validate_only``).
 
         Raises:
             InvalidPartitionsError: ``partitions`` is not above the topic's count, or above ``MAX_PARTITIONS``.
@@ -558,34 +568,92 @@ class TopicStore:
             if partitions == topic.partitions:
                 raise InvalidPartitionsError(f"Topic already has {topic.partitions} partitions.")
             topic = replace(topic, partitions=partitions)
+            if validate_only:
+                return topic
             metadata.topics[name] = topic
             self._write(metadata)
             self._make_partition_dirs(topic, range(partitions), progress)
         return topic
 
-    def alter_configs(self, name: str, set_configs: Mapping[str, str], delete: Iterable[str] = ()) -> TopicMetadata:
+    def alter_configs(
+        self,
+        name: str,
+        set_configs: Mapping[str, str],
+        delete: Iterable[str] = (),
+        *,
+        append: Mapping[str, Iterable[str]] | None = None,
+        subtract: Mapping[str, Iterable[str]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicMetadata:
         """Set and remove config overrides of a topic, in one atomic change; removing an unset one does nothing.
 
+        ``append`` and ``subtract`` are Kafka's IncrementalAlterConfigs APPEND and SUBTRACT of a list config: values
+        added at the end unless present, or removed, starting from the topic's value in force (its override, else
+        ``server.properties``, else the default). They are applied under the lock, so that two processes appending
+        to one list both count.
+
+        Args:
+            name: The topic.
+            set_configs: Configs to set (SET).
+            delete: Configs to remove (DELETE).
+            append: Values to add to list configs (APPEND).
+            subtract: Values to remove from list configs (SUBTRACT).
+            validate_only: Check the change and return the topic it would make, without making it (Kafka's
+                ``validate_only``).
+
         Raises:
-            InvalidConfigError: An unknown config, a value or combination Kafka refuses, or a config both set and
-                removed.
+            InvalidConfigError: An unknown config, a value or combination Kafka refuses, a config changed by more
+                than one of the four, or an append or subtract to a config that is not a list.
             UnknownTopicError: No such topic.
         """
         validate_topic_name(name)
         updates = normalize_overrides(set_configs)
         removals = [topic_config(key).name for key in delete]
+        list_changes = {key: (list(values), True) for key, values in (append or {}).items()}
+        for key, values in (subtract or {}).items():
+            if key in list_changes:
+                raise InvalidConfigError(
+                    f"config {key} both appended to and subtracted from; accepted: one change each"
+                )
+            list_changes[key] = (list(values), False)
+        for key in list_changes:
+            operation = "append" if list_changes[key][1] else "subtract"
+            if topic_config(key).key.type is not ConfigType.LIST:
+                raise InvalidConfigError(
+                    f"Config value {operation} is not allowed for config key: {key}; accepted: the list configs "
+                    f"({', '.join(n for n, c in TOPIC_CONFIGS.items() if c.key.type is ConfigType.LIST)})"
+                )
         both = sorted(updates.keys() & set(removals))
         if both:
             raise InvalidConfigError(
                 f"config(s) both added and deleted: {', '.join(both)}; accepted: each at most once"
             )
+        repeated = sorted(list_changes.keys() & (updates.keys() | set(removals)))
+        if repeated:
+            raise InvalidConfigError(
+                f"config(s) both set or deleted and appended to or subtracted from: {', '.join(repeated)}; accepted: "
+                "one change each"
+            )
         with self._transaction() as metadata:
             topic, adopted = self._adopt(name, metadata)
+            server = self.server_properties()
             configs = {**topic.configs, **updates}
             for key in removals:
                 configs.pop(key, None)
-            effective_config(configs, self.server_properties(), self.defaults)
+            if list_changes:
+                in_force = {entry.name: entry.value for entry in describe_configs(topic.configs, server, self.defaults)}
+                for key, (values, adding) in list_changes.items():
+                    current = [value for value in in_force[key].split(",") if value]
+                    changed_list = (
+                        current + [v for v in values if v not in current]
+                        if adding
+                        else [v for v in current if v not in values]
+                    )
+                    configs[key] = normalize_overrides({key: ",".join(changed_list)})[key]
+            effective_config(configs, server, self.defaults)
             topic = replace(topic, configs=configs)
+            if validate_only:
+                return topic
             metadata.topics[name] = topic
             self._write(metadata)
             if adopted:

@@ -315,6 +315,37 @@ def test_directories_without_partition_metadata_get_an_id_when_adopted(tmp_path:
 # -- configs -------------------------------------------------------------------------------------------------------
 
 
+def test_append_and_subtract_change_a_list_config_from_its_value_in_force(tmp_path: Path) -> None:
+    """Kafka's IncrementalAlterConfigs APPEND and SUBTRACT: from the default (delete) when the topic sets none."""
+    store = _store(tmp_path)
+    store.create("t", 1)
+    assert store.alter_configs("t", {}, append={"cleanup.policy": ["compact", "delete"]}).configs == {
+        "cleanup.policy": "delete,compact"
+    }
+    assert store.alter_configs("t", {}, subtract={"cleanup.policy": ["delete"]}).configs == {
+        "cleanup.policy": "compact"
+    }
+    with pytest.raises(InvalidConfigError, match="append is not allowed for config key: retention.ms; accepted: the"):
+        store.alter_configs("t", {}, append={"retention.ms": ["1"]})
+    with pytest.raises(InvalidConfigError, match="both set or deleted and appended to or subtracted from"):
+        store.alter_configs("t", {"cleanup.policy": "delete"}, subtract={"cleanup.policy": ["compact"]})
+
+
+def test_validate_only_checks_a_change_and_makes_none(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    would_be = store.create("t", 2, {"retention.ms": "1000"}, validate_only=True)
+    assert (would_be.name, would_be.partitions, dict(would_be.configs)) == ("t", 2, {"retention.ms": "1000"})
+    assert store.names() == [] and not (tmp_path / "t-0").exists()
+    store.create("t", 2)
+    with pytest.raises(TopicExistsError):
+        store.create("t", 2, validate_only=True)
+    assert store.alter_partitions("t", 5, validate_only=True).partitions == 5
+    assert store.alter_configs("t", {"retention.ms": "5"}, validate_only=True).configs == {"retention.ms": "5"}
+    with pytest.raises(InvalidPartitionsError, match="Topic already has 2 partitions"):
+        store.alter_partitions("t", 2, validate_only=True)
+    assert store.get("t").partitions == 2 and store.get("t").configs == {} and not (tmp_path / "t-2").exists()
+
+
 def test_alter_configs_sets_and_deletes_in_one_change(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.create("t", 1, {"retention.ms": "1000", "segment.ms": "5"})
