@@ -87,7 +87,7 @@ class ClientProcess:
 
     # -- waiting ---------------------------------------------------------------------------------------------------
 
-    def wait_until(self, condition: Callable[[list[Any]], T], timeout: float, what: str) -> T:
+    def wait_until(self, condition: Callable[[list[Any]], T | None], timeout: float, what: str) -> T:
         """Wait until ``condition(lines so far)`` is truthy and return it.
 
         Raises:

@@ -51,7 +51,7 @@ def idempotent_produce(
     count: int,
     *,
     delay_ms: int = 0,
-    during: Callable[[ClientProcess], None] | None = None,
+    during: Callable[[ClientProcess], object] | None = None,
     after_acks: int = 0,
 ) -> dict[Coordinates, int]:
     """The Java producer (idempotent, acks=all) sends ``count`` records; ``during(producer)`` runs once
@@ -115,7 +115,7 @@ def consumer_group(
     assignor: str,
     *,
     count: int = 1500,
-    during: Callable[[], None] | None = None,
+    during: Callable[[], object] | None = None,
 ) -> GroupRun:
     """A group of 3 Java consumers reads what the idempotent Java producer is writing; a 4th joins, then
     ``during()`` (an endpoint killed), then one of the first three leaves (SIGTERM: a clean LeaveGroup); the
@@ -214,7 +214,7 @@ def transactions_read_committed(
     group: str,
     *,
     transactions: int = 12,
-    during: Callable[[], None] | None = None,
+    during: Callable[[], object] | None = None,
 ) -> TransactionalRun:
     """The Java transactional producer commits two transactions of five records and aborts the third, over and
     over, while a read_committed Java consumer of ``group`` reads; ``during()`` runs after the consumer's first

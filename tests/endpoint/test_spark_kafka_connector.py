@@ -1,0 +1,87 @@
+"""Spark's own Kafka connector (``spark-sql-kafka-0-10``) reads a topic through the endpoint with the same rows as
+``format("pysparklog")`` reading the log directory (issue 23's done-means): offsets, keys, values, headers,
+timestamps, under both isolation levels. The topic holds what the Java client wrote through the endpoint and what
+pysparklog's own Producer wrote (null keys, a null header value, a committed and an aborted transaction), so the
+comparison also checks that a record the Java client produced through the endpoint is what ``format("pysparklog")``
+reads. The comparison runs in a process of its own (``spark_kafka_compare.py``), whose SparkSession starts with the
+connector's jar.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pysparklog.endpoint import Endpoint
+from pysparklog.producer import Producer, ProducerConfig
+from pysparklog.storage.log_dir import LogDirectory
+from tests.endpoint.endpoint_process import REPO_ROOT
+from tests.interop import scenarios
+from tests.interop.java_clients import BASE_TIMESTAMP
+from tests.interop.kafka_tools import missing_tools
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.spark]
+
+TOPIC = "spark-connector"
+COMPARE_TIMEOUT_S = 600.0
+
+
+def _write_with_pysparklog(log_dir: LogDirectory) -> None:
+    with Producer(log_dir, ProducerConfig.from_properties({"linger.ms": "0"})) as producer:
+        for i in range(20):
+            key = None if i % 5 == 0 else f"py{i}".encode()
+            producer.send(TOPIC, f"py-v{i}".encode(), key=key, headers=[("h", None if i % 3 else b"x")]).get(30)
+    for outcome in ("commit", "abort"):
+        config = ProducerConfig.from_properties({"transactional.id": "spark-connector-tx", "linger.ms": "0"})
+        with Producer(log_dir, config) as producer:
+            producer.init_transactions()
+            producer.begin_transaction()
+            for i in range(4):
+                producer.send(TOPIC, f"{outcome}-{i}".encode(), key=f"{outcome}{i}".encode(), partition=i % 3)
+            producer.flush()
+            if outcome == "commit":
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+
+
+def _compare(endpoint: Endpoint, log_dir: LogDirectory, isolation: str) -> list[dict[str, object]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.endpoint.spark_kafka_compare", "--bootstrap", endpoint.bootstrap,
+         "--log-dir", log_dir.path, "--topic", TOPIC, "--isolation", isolation],
+        capture_output=True, text=True, timeout=COMPARE_TIMEOUT_S, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"the two reads differ ({isolation}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    *rows, count = lines
+    assert count == {"rows": len(rows)}
+    return rows
+
+
+def test_spark_kafka_connector_reads_through_the_endpoint_the_rows_format_pysparklog_reads(
+    endpoint: Endpoint, log_dir: LogDirectory, tmp_path: Path
+) -> None:
+    missing = missing_tools()
+    if missing is not None:
+        pytest.skip(f"the Java client needs Java and Maven: {missing}")
+    log_dir.topics.create(TOPIC, 3)
+    acks = scenarios.idempotent_produce(tmp_path, endpoint.bootstrap, TOPIC, 100)
+    _write_with_pysparklog(log_dir)
+
+    rows = _compare(endpoint, log_dir, "read_uncommitted")
+    by_offset = {(row["partition"], row["offset"]): row for row in rows}
+    for where, i in acks.items():
+        row = by_offset[where]
+        assert (row["key"], row["value"], row["headers"]) == (f"k{i}", f"v{i}", [["seq", str(i)]])
+        assert (row["timestamp"], row["timestampType"]) == (BASE_TIMESTAMP + i, 0)
+    keys = {row["key"] for row in rows}
+    assert {"commit0", "abort0"} <= keys and None in keys
+
+    committed_keys = {row["key"] for row in _compare(endpoint, log_dir, "read_committed")}
+    assert "commit0" in committed_keys and not any(str(key).startswith("abort") for key in committed_keys)
