@@ -176,9 +176,11 @@ class Kcat:
         return [json.loads(line) for line in self.run("-J", *arguments, timeout=timeout).splitlines() if line.strip()]
 
     def start(self, work_dir: Path, name: str, *arguments: str, stdin: bytes | None = None) -> ClientProcess:
-        """kcat as a process of its own (a group member that runs until stopped), its stdout JSON lines (``-J``)."""
+        """kcat as a process of its own (a group member that runs until stopped), its stdout JSON lines (``-J``),
+        unbuffered (``-u``: into a pipe, stdio would hold the last messages back until kcat exits)."""
         binary, environment = self.resolve()
-        return ClientProcess([binary, "-J", *arguments], work_dir / f"{name}.stderr", env=environment, stdin=stdin)
+        command = [binary, "-J", "-u", *arguments]
+        return ClientProcess(command, work_dir / f"{name}.stderr", env=environment, stdin=stdin)
 
 
 def headers_of(message: Mapping[str, Any]) -> list[tuple[str, str | None]]:
