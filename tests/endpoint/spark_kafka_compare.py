@@ -80,7 +80,9 @@ def _printable(row: dict[str, Any]) -> dict[str, Any]:
         "key": None if row["key"] is None else bytes(row["key"]).decode(),
         "value": None if row["value"] is None else bytes(row["value"]).decode(),
         "timestamp": round(row["timestamp"].timestamp() * 1000),
-        "headers": [[h["key"], None if h["value"] is None else bytes(h["value"]).decode()] for h in row["headers"]],
+        "headers": None
+        if row["headers"] is None
+        else [[h["key"], None if h["value"] is None else bytes(h["value"]).decode()] for h in row["headers"]],
     }
 
 
