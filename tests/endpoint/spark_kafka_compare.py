@@ -4,6 +4,11 @@
 the same topic from the log directory, and chispa compares the two, row by row::
 
     python -m tests.endpoint.spark_kafka_compare --bootstrap HOST:PORT --log-dir DIR --topic T [--isolation L]
+    python -m tests.endpoint.spark_kafka_compare --log-dir DIR --topic T --group G --checkpoint DIR
+
+The second form is the Spark source's side of a group: a new streaming query of ``format("pysparklog")`` with
+``group.id`` G starts at the group's committed offsets (those a Java consumer committed through an endpoint);
+it reads to the end (``availableNow``) and prints the (partition, offset) of each row it read.
 
 A process of its own because the connector's jar must be on the classpath the SparkSession starts with, and a
 test run's shared session (``tests/spark/conftest.py``) starts without it. Prints each row compared as a JSON
@@ -86,19 +91,48 @@ def _printable(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def group_stream(spark: SparkSession, log_dir: str, topic: str, group: str, checkpoint: str) -> list[list[int]]:
+    """The (partition, offset) of each row a new ``group.id`` query reads, to the end of the topic."""
+    stream = (
+        spark.readStream.format("pysparklog")
+        .option("subscribe", topic)
+        .option("group.id", group)
+        .option("startingOffsets", "earliest")
+        .load(log_dir)
+    )
+    query = (
+        stream.select("partition", "offset")
+        .writeStream.format("memory")
+        .queryName("group_rows")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return [[row.partition, row.offset] for row in spark.sql("select * from group_rows").collect()]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--bootstrap", help="the endpoint, for the comparison")
     parser.add_argument("--log-dir", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--isolation", default="read_uncommitted", choices=("read_uncommitted", "read_committed"))
+    parser.add_argument("--group", help="read as a new streaming query of this group instead")
+    parser.add_argument("--checkpoint", help="the group query's checkpoint location")
     args = parser.parse_args()
+    if (args.group is None) == (args.bootstrap is None) or (args.group is None) != (args.checkpoint is None):
+        parser.error("give --bootstrap (compare the two reads) or --group and --checkpoint (a group's query)")
     spark = session()
     try:
-        rows = compare(spark, args.bootstrap, args.log_dir, args.topic, args.isolation)
+        if args.group is not None:
+            print(
+                json.dumps({"group_read": group_stream(spark, args.log_dir, args.topic, args.group, args.checkpoint)})
+            )
+        else:
+            print(json.dumps({"rows": compare(spark, args.bootstrap, args.log_dir, args.topic, args.isolation)}))
     finally:
         spark.stop()
-    print(json.dumps({"rows": rows}), flush=True)
     return 0
 
 

@@ -22,7 +22,7 @@ from pysparklog.producer import Producer, ProducerConfig
 from pysparklog.storage.log_dir import LogDirectory
 from tests.endpoint.endpoint_process import REPO_ROOT
 from tests.interop import scenarios
-from tests.interop.java_clients import BASE_TIMESTAMP
+from tests.interop.java_clients import BASE_TIMESTAMP, JAVA_CLIENTS
 from tests.interop.kafka_tools import missing_tools
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.spark]
@@ -85,3 +85,37 @@ def test_spark_kafka_connector_reads_through_the_endpoint_the_rows_format_pyspar
 
     committed_keys = {row["key"] for row in _compare(endpoint, log_dir, "read_committed")}
     assert "commit0" in committed_keys and not any(str(key).startswith("abort") for key in committed_keys)
+
+
+def test_a_new_spark_query_of_a_group_starts_where_a_java_consumer_of_it_committed_through_the_endpoint(
+    endpoint: Endpoint, log_dir: LogDirectory, tmp_path: Path
+) -> None:
+    """The group's offsets a Java consumer committed through the endpoint (OffsetCommit into ``__consumer_offsets``)
+    are those the Spark source's ``group.id`` reads: a new query of the group reads from there to the end."""
+    missing = missing_tools()
+    if missing is not None:
+        pytest.skip(f"the Java client needs Java and Maven: {missing}")
+    topic, group = "java-then-spark", "java-then-spark"
+    log_dir.topics.create(topic, 3)
+    acks = scenarios.idempotent_produce(tmp_path, endpoint.bootstrap, topic, 90)
+    consumer = JAVA_CLIENTS.start(
+        tmp_path, "consume", bootstrap=endpoint.bootstrap, topic=topic, group=group, max_records=40
+    )
+    try:
+        consumer.wait(scenarios.CLIENT_TIMEOUT_S)
+    finally:
+        consumer.close()
+    committed = {commit["partition"]: commit["offset"] for commit in consumer.events("committed")}
+    assert sum(committed.values()) >= 40, consumer.error("committed fewer records than it read")
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.endpoint.spark_kafka_compare", "--log-dir", log_dir.path, "--topic", topic,
+         "--group", group, "--checkpoint", str(tmp_path / "checkpoint")],
+        capture_output=True, text=True, timeout=COMPARE_TIMEOUT_S, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"the group's query failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+    (printed,) = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    read = {(partition, offset) for partition, offset in printed["group_read"]}
+    expected = {(p, o) for p, o in acks if o >= committed.get(p, 0)}
+    assert read == expected
