@@ -4,6 +4,7 @@ with the bare wire client and checked against the log directory."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -26,6 +27,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
+from pysparklog.endpoint.data import state as data_state
 from pysparklog.endpoint.data.metadata import topic_uuid
 from pysparklog.endpoint.data.state import CLUSTER_ID_FILE
 from pysparklog.producer import Producer as LogProducer
@@ -170,6 +172,22 @@ def test_empty_records_and_appends_to_an_internal_topic_are_refused(endpoint: En
         assert log.log_end_offset == 0
 
 
+def test_a_batch_over_the_topics_limits_is_refused_with_kafkas_code(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    log_dir.topics.create(TOPIC, 1, configs={"max.message.bytes": "200", "message.timestamp.before.max.ms": "60000"})
+    now_ms = int(time.time() * 1000)
+    with WireClient(endpoint.bootstrap) as client:
+        too_large = _produced(client, 0, _batches([b"x" * 500], timestamps=[now_ms]))
+        too_old = _produced(client, 0, _batches([b"x"], timestamps=[now_ms - 3_600_000]))
+        fine = _produced(client, 0, _batches([b"x"], timestamps=[now_ms]))
+    assert (too_large.error_code, too_old.error_code, fine.error_code) == (
+        ErrorCode.message_too_large,
+        ErrorCode.invalid_timestamp,
+        ErrorCode.none,
+    )
+    assert "max.message.bytes" in (too_large.error_message or "")
+    assert _end(log_dir) == 1
+
+
 def test_produce_answers_each_partition_with_its_offsets(endpoint: Endpoint, log_dir: LogDirectory) -> None:
     log_dir.topics.create(TOPIC, 3)
     with WireClient(endpoint.bootstrap) as client:
@@ -290,6 +308,21 @@ def _offsets_in(records: bytes | None) -> list[int]:
     return offsets
 
 
+def test_a_fetch_reads_one_segment_and_the_next_fetch_goes_on_into_the_next(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    log_dir.topics.create(TOPIC, 1)
+    with WireClient(endpoint.bootstrap) as client:
+        for values in ([b"a", b"b"], [b"c"], [b"d", b"e"]):
+            _produced(client, 0, _batches(values))
+            with log_dir.partition(TOPIC, 0) as log:
+                log.roll()
+        with log_dir.partition(TOPIC, 0) as log:
+            assert [segment.base_offset for segment in log.segments()] == [0, 2, 3, 5]
+        read = [_offsets_in(_fetch(client, {0: offset}).responses[0].partitions[0].records) for offset in range(6)]
+    assert read == [[0], [0], [2], [3], [3], []]
+
+
 def test_a_fetch_outside_the_log_gets_offset_out_of_range_with_the_log_offsets(
     endpoint: Endpoint, log_dir: LogDirectory
 ) -> None:
@@ -310,8 +343,11 @@ def test_a_fetch_outside_the_log_gets_offset_out_of_range_with_the_log_offsets(
 
 
 def test_a_long_poll_waits_for_min_bytes_and_is_woken_by_a_produce_through_the_endpoint(
-    endpoint: Endpoint, log_dir: LogDirectory
+    endpoint: Endpoint, log_dir: LogDirectory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The endpoint's own appends wake a waiting fetch at once: with the look at the log ends made rare, only the
+    wake can end the wait early."""
+    monkeypatch.setattr(data_state, "FILE_SYSTEM_POLL_S", 60.0)
     log_dir.topics.create(TOPIC, 1)
     with WireClient(endpoint.bootstrap) as fetcher, WireClient(endpoint.bootstrap) as producer:
         started = time.monotonic()
@@ -347,7 +383,7 @@ def test_a_session_the_endpoint_never_gave_is_not_found(endpoint: Endpoint, log_
     assert (response.error_code, response.session_id) == (ErrorCode.fetch_session_id_not_found, 0)
 
 
-def _transactions(log_dir: LogDirectory) -> None:
+def write_transactions(log_dir: LogDirectory) -> None:
     """Offsets 0-1 committed (and its marker at 2), 3-4 aborted (marker at 5), 6 committed (marker 7), then 8 in a
     transaction left open."""
     config = ProducerConfig(transactional_id="t-1", enable_idempotence=True)
@@ -368,7 +404,7 @@ def test_read_committed_stops_at_the_last_stable_offset_with_the_aborted_transac
     endpoint: Endpoint, log_dir: LogDirectory
 ) -> None:
     log_dir.topics.create(TOPIC, 1)
-    _transactions(log_dir)
+    write_transactions(log_dir)
     with log_dir.partition(TOPIC, 0) as log:
         stable, end = log.last_stable_offset, log.log_end_offset
     assert (stable, end) == (8, 9)
@@ -399,12 +435,22 @@ def test_list_offsets_earliest_latest_max_timestamp_and_by_timestamp(endpoint: E
     found = {ts: (a.error_code, a.offset, a.timestamp, a.leader_epoch) for ts, a in answers.items()}
     assert found[-2] == found[-4] == (ErrorCode.none, 1, -1, -1)
     assert found[-1] == (ErrorCode.none, 5, -1, -1)
+    assert found[-3] == (ErrorCode.none, 3, 4000, -1)
     with log_dir.partition(TOPIC, 0) as log:
-        assert found[-3][1:3] == log.offset_for_timestamp(-3)
         for ts in (1500, 3000, 3600):
             assert found[ts][1:3] == log.offset_for_timestamp(ts)
     assert found[3600][1:3] == (3, 4000)
     assert found[9999] == (ErrorCode.none, -1, -1, -1)
+
+
+def test_max_timestamp_is_the_offset_of_the_record_holding_it(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    """As Kafka answers since 3.8 (KAFKA-16310): the record's offset, not the last offset of its batch."""
+    log_dir.topics.create(TOPIC, 1)
+    with WireClient(endpoint.bootstrap) as client:
+        _produced(client, 0, _batches([b"a", b"b"], timestamps=[1000, 2000]))
+        _produced(client, 0, _batches([b"c", b"d", b"e"], timestamps=[5000, 3000, 5000]))
+        answer = _list_offsets(client, -3)
+    assert (answer.error_code, answer.offset, answer.timestamp) == (ErrorCode.none, 2, 5000)
 
 
 # -- Metadata --------------------------------------------------------------------------------------------------------
@@ -472,3 +518,55 @@ def test_a_topic_deleted_and_created_again_is_served_from_its_new_log(
         assert _produced(client, 0, _batches([b"new"])).base_offset == 0
         answer = _fetch(client, {0: 0}).responses[0].partitions[0]
     assert (answer.high_watermark, _offsets_in(answer.records)) == (1, [0])
+
+
+def test_past_its_bound_the_endpoint_closes_the_least_recently_used_logs_and_reopens_them(
+    endpoint: Endpoint, log_dir: LogDirectory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each open log holds its lock file open: past ``MAX_OPEN_LOGS`` the least recently used are closed, and a log
+    closed so serves again when asked."""
+    monkeypatch.setattr(data_state, "MAX_OPEN_LOGS", 2)
+    log_dir.topics.create(TOPIC, 4)
+    with WireClient(endpoint.bootstrap) as client:
+        for round_ in range(2):
+            for partition in range(4):
+                assert _produced(client, partition, _batches([b"%d" % round_])).base_offset == round_
+        fetched = _fetch(client, dict.fromkeys(range(4), 0)).responses[0].partitions
+    assert [_offsets_in(p.records) for p in fetched] == [[0, 1]] * 4
+    assert len({path.rpartition("/")[0] for path in _open_files() if path.startswith(log_dir.path + "/" + TOPIC)}) == 2
+
+
+def test_a_log_dropped_under_a_long_poll_is_closed_once_the_poll_is_answered(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    """A fetch waits on a topic's log while the topic is deleted and created again, and a produce through the
+    endpoint opens the new log: the old one, in use, is closed when the fetch is answered, not before nor never."""
+    log_dir.topics.create(TOPIC, 1)
+    with WireClient(endpoint.bootstrap) as fetcher, WireClient(endpoint.bootstrap) as producer:
+        _produced(producer, 0, _batches([b"old"]))
+
+        def recreate_and_produce() -> None:
+            time.sleep(0.3)
+            log_dir.topics.delete(TOPIC)
+            log_dir.topics.create(TOPIC, 1)
+            _produced(producer, 0, _batches([b"new"]))
+
+        thread = threading.Thread(target=recreate_and_produce)
+        thread.start()
+        answer = _fetch(fetcher, {0: 1}, max_wait_ms=1500).responses[0].partitions[0]
+        thread.join()
+        old_files = [path for path in _open_files() if path.startswith(log_dir.path) and "-delete" in path]
+        assert _offsets_in(_fetch(fetcher, {0: 0}).responses[0].partitions[0].records) == [0]
+    assert answer.error_code in (ErrorCode.none, ErrorCode.offset_out_of_range)
+    assert old_files == []
+
+
+def _open_files() -> set[str]:
+    """What this process's file descriptors point at."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            continue
+    return found

@@ -33,11 +33,10 @@ from pysparklog.endpoint.context import RequestContext
 from pysparklog.endpoint.data.errors import error_code
 from pysparklog.endpoint.data.metadata import NO_THROTTLE
 from pysparklog.endpoint.data.reads import PartitionRead, log_ends, read_stored
-from pysparklog.endpoint.data.state import DataState
+from pysparklog.endpoint.data.state import DataState, Leases
 from pysparklog.errors import PySparkLogError
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.objects.log import ObjectPartitionLog
-from pysparklog.storage.topics import TopicMetadata
 
 FETCH = 1
 READ_COMMITTED = 1
@@ -56,39 +55,58 @@ class PartitionFetch:
     log: Log | None = None
 
 
-def _read_all(data: DataState, request: Any) -> tuple[list[PartitionFetch], int]:
-    """Every partition asked, in order, within the response's bytes (engine thread); and the bytes read."""
+def _read_all(data: DataState, leases: Leases, request: Any) -> tuple[list[PartitionFetch], int]:
+    """Every partition asked, in order, within the response's bytes (engine thread); and the bytes read. The logs
+    read are held in ``leases`` until the fetch is answered (a long poll looks at them again)."""
     committed = request.isolation_level == READ_COMMITTED
     budget = max(int(request.max_bytes), 0)
     total = 0
-    answers = []
+    answers: list[PartitionFetch] = []
     for topic in request.topics:
-        metadata: TopicMetadata | None = None
-        topic_error: BaseException | None = None
         try:
             metadata = data.topic(topic.topic)
         except (PySparkLogError, OSError) as error:
-            topic_error = error
+            code = error_code(error, f"a fetch of topic {topic.topic}")
+            answers.extend(PartitionFetch(topic.topic, asked.partition, code, None) for asked in topic.partitions)
+            continue
+        logs: dict[int, Log | ErrorCode] = {}
         for asked in topic.partitions:
-            what = f"a fetch of {topic.topic}-{asked.partition}"
-            if metadata is None:
-                assert topic_error is not None
-                answers.append(PartitionFetch(topic.topic, asked.partition, error_code(topic_error, what), None))
-                continue
             try:
-                log = data.log(metadata, asked.partition)
+                logs[asked.partition] = leases.log(metadata, asked.partition)
             except (PySparkLogError, OSError) as error:
-                answers.append(PartitionFetch(topic.topic, asked.partition, error_code(error, what), None))
+                logs[asked.partition] = error_code(error, f"a fetch of {topic.topic}-{asked.partition}")
+        known = _last_commit_ends([log for log in logs.values() if not isinstance(log, ErrorCode)])
+        for asked in topic.partitions:
+            log = logs[asked.partition]
+            if isinstance(log, ErrorCode):
+                answers.append(PartitionFetch(topic.topic, asked.partition, log, None))
                 continue
             limit = min(max(int(asked.partition_max_bytes), 0), budget - total)
             try:
-                read = read_stored(log, int(asked.fetch_offset), limit, committed, min_one_batch=total == 0)
+                read = read_stored(
+                    log, int(asked.fetch_offset), limit, committed, total == 0, known.get(asked.partition)
+                )
             except (PySparkLogError, OSError) as error:
-                answers.append(_failed_read(topic.topic, asked.partition, log, error_code(error, what)))
+                code = error_code(error, f"a fetch of {topic.topic}-{asked.partition}")
+                answers.append(_failed_read(topic.topic, asked.partition, log, code))
                 continue
             total += len(read.records)
             answers.append(PartitionFetch(topic.topic, asked.partition, ErrorCode.none, read, log))
     return answers, total
+
+
+def _last_commit_ends(logs: list[Log]) -> dict[int, tuple[int, int]]:
+    """On an object store, the (log start, log end) of each of ``logs`` (partitions of one topic) as the topic's last
+    commit has them: one request for the topic, which spares a read the follow of a partition whose local replica
+    already holds that much (``reads.current_view``). Nothing on a filesystem, or when the look fails (each read
+    then follows its partition's commits)."""
+    if not logs or not isinstance(logs[0], ObjectPartitionLog):
+        return {}
+    try:
+        ends = logs[0].topic_ends(log.partition for log in logs)
+    except (PySparkLogError, OSError):
+        return {}
+    return {partition: (end.log_start_offset, end.log_end_offset) for partition, end in ends.items()}
 
 
 def _failed_read(topic: str, partition: int, log: Log, code: ErrorCode) -> PartitionFetch:
@@ -142,19 +160,11 @@ async def fetch(context: RequestContext, request: Any) -> Any:
             session_id=NO_SESSION,
             responses=(),
         )
-    run = context.endpoint.run_blocking
-    deadline = time.monotonic() + max(request.max_wait.total_seconds(), 0)
-    answers, total = await run(_read_all, data, request)
-    if not _satisfied(answers, total, request.min_bytes):
-        seen = [a.read.high_watermark if a.read is not None else UNKNOWN_OFFSET for a in answers]
-        while (remaining := deadline - time.monotonic()) > 0:
-            await data.wait_for_append(min(remaining, data.poll_interval_s))
-            if await run(_ends_of, answers) == seen:
-                continue
-            answers, total = await run(_read_all, data, request)
-            if _satisfied(answers, total, request.min_bytes):
-                break
-            seen = [a.read.high_watermark if a.read is not None else UNKNOWN_OFFSET for a in answers]
+    leases = Leases(data)
+    try:
+        answers = await _long_polled(context, data, leases, request)
+    finally:
+        await context.endpoint.run_blocking(leases.release)
     return make(
         "FetchResponse",
         throttle_time=NO_THROTTLE,
@@ -162,6 +172,30 @@ async def fetch(context: RequestContext, request: Any) -> Any:
         session_id=NO_SESSION,
         responses=tuple(_topic_responses(context, answers)),
     )
+
+
+async def _long_polled(context: RequestContext, data: DataState, leases: Leases, request: Any) -> list[PartitionFetch]:
+    """The partitions read at once, or once they hold ``min_bytes``, or when ``max_wait`` has passed."""
+    run = context.endpoint.run_blocking
+    deadline = time.monotonic() + max(request.max_wait.total_seconds(), 0)
+    answers, total = await run(_read_all, data, leases, request)
+    if _satisfied(answers, total, request.min_bytes):
+        return answers
+    seen = _ends_read(answers)
+    while (remaining := deadline - time.monotonic()) > 0:
+        await data.wait_for_append(min(remaining, data.poll_interval_s))
+        if await run(_ends_of, answers) == seen:
+            continue
+        answers, total = await run(_read_all, data, leases, request)
+        if _satisfied(answers, total, request.min_bytes):
+            break
+        seen = _ends_read(answers)
+    return answers
+
+
+def _ends_read(answers: list[PartitionFetch]) -> list[int]:
+    """The log end each partition had when it was read."""
+    return [answer.read.high_watermark if answer.read is not None else UNKNOWN_OFFSET for answer in answers]
 
 
 def _topic_responses(context: RequestContext, answers: list[PartitionFetch]) -> list[Any]:

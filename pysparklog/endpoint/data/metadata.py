@@ -25,8 +25,8 @@ from kio.schema.errors import ErrorCode
 from pysparklog.endpoint.context import RequestContext
 from pysparklog.endpoint.data.errors import error_code
 from pysparklog.endpoint.data.state import DataState
-from pysparklog.errors import PySparkLogError
-from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata
+from pysparklog.errors import PySparkLogError, UnknownTopicError
+from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata, validate_topic_name
 
 METADATA = 3
 #: Kafka's internal topics: a client's ``exclude.internal.topics`` and regex subscriptions skip them.
@@ -86,8 +86,11 @@ def _describe(context: RequestContext, data: DataState, request: Any) -> list[An
     """The topics asked for (engine threads: every look at the topics reads the log directory)."""
     topics = data.log_dir.topics
     asked: list[tuple[str | None, uuid.UUID | None]]
+    # The topics are listed once: looking for a topic that does not exist lists the log directory, which a request
+    # naming thousands of them would otherwise do thousands of times.
+    existing = set(topics.names())
     if request.topics is None or (context.message.version == 0 and not request.topics):
-        asked = [(name, None) for name in topics.names()]
+        asked = [(name, None) for name in sorted(existing)]
     else:
         asked = [(wanted.name, getattr(wanted, "topic_id", None)) for wanted in request.topics]
     answers = []
@@ -99,8 +102,11 @@ def _describe(context: RequestContext, data: DataState, request: Any) -> list[An
                     answers.append(_topic_error(context, None, None, ErrorCode.invalid_request))
                     continue
                 name = topics.topic_with_id(topic_id_text(wanted_id)).name
+            if name not in existing:
+                validate_topic_name(name)
+                raise UnknownTopicError(f"Topic '{name}' does not exist")
             answers.append(_topic_response(context, data.topic(name)))
-        except PySparkLogError as error:
+        except (PySparkLogError, OSError) as error:
             code = error_code(error, f"metadata of topic {name or wanted_id}")
             if name is None and code is ErrorCode.unknown_topic_or_partition:
                 code = ErrorCode.unknown_topic_id  # asked by id: Kafka names what it could not find

@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 from pysparklog.endpoint.context import RequestContext
 from pysparklog.endpoint.data.errors import error_code
 from pysparklog.endpoint.data.metadata import INTERNAL_TOPICS, NO_THROTTLE
-from pysparklog.endpoint.data.state import DataState
+from pysparklog.endpoint.data.state import DataState, Leases
 from pysparklog.errors import InvalidRecordError, InvalidTopicError, PySparkLogError
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_writer import AppendInfo
@@ -83,8 +83,9 @@ def _append(data: DataState, topic: str, partition: int, records: bytes | None) 
     """Append one partition's batches (engine thread)."""
     try:
         batches = _checked(topic, records)
-        log = data.log(data.topic(topic), partition)
-        return _answered(partition, log, log.append(batches))
+        with Leases(data) as leases:
+            log = leases.log(data.topic(topic), partition)
+            return _answered(partition, log, log.append(batches))
     except (PySparkLogError, OSError) as error:
         return _refused(partition, error, f"a produce to {topic}-{partition}")
 
@@ -93,11 +94,18 @@ def _append_topic_together(
     data: DataState, topic: str, records: list[tuple[int, bytes | None]]
 ) -> list[PartitionAnswer]:
     """Append to several partitions of one topic in one write (an object store's commit; engine thread)."""
+    with Leases(data) as leases:
+        return _append_together(data, leases, topic, records)
+
+
+def _append_together(
+    data: DataState, leases: Leases, topic: str, records: list[tuple[int, bytes | None]]
+) -> list[PartitionAnswer]:
     answers: dict[int, PartitionAnswer] = {}
     appends: list[tuple[int, Log, bytes]] = []
     for partition, batches in records:
         try:
-            appends.append((partition, data.log(data.topic(topic), partition), _checked(topic, batches)))
+            appends.append((partition, leases.log(data.topic(topic), partition), _checked(topic, batches)))
         except (PySparkLogError, OSError) as error:
             answers[partition] = _refused(partition, error, f"a produce to {topic}-{partition}")
     if appends:

@@ -61,7 +61,25 @@ def log_ends(log: Log) -> LogEnds:
     return LogEnds(view.log_end_offset, log.local.last_stable(view), view.log_start_offset)
 
 
-def read_stored(log: Log, fetch_offset: int, max_bytes: int, committed: bool, min_one_batch: bool) -> PartitionRead:
+def current_view(log: Log, known: tuple[int, int] | None) -> LogView:
+    """The log's view (``Log.view``), which on an object store first follows the commits (a request at least); when
+    the caller just learnt the partition's (log start, log end) from the topic's last commit (``known``) and the
+    local replica already holds exactly that, the replica's view, without the follow."""
+    if known is not None:
+        local = log.local.view()
+        if (local.log_start_offset, local.log_end_offset) == known:
+            return local
+    return log.view()
+
+
+def read_stored(
+    log: Log,
+    fetch_offset: int,
+    max_bytes: int,
+    committed: bool,
+    min_one_batch: bool,
+    known: tuple[int, int] | None = None,
+) -> PartitionRead:
     """The batches of ``log`` from ``fetch_offset``, as stored.
 
     Args:
@@ -70,13 +88,14 @@ def read_stored(log: Log, fetch_offset: int, max_bytes: int, committed: bool, mi
         max_bytes: At most this many bytes, in whole batches (but see ``min_one_batch``).
         committed: ``read_committed``: stop at the last stable offset and list the aborted transactions in range.
         min_one_batch: Return the first batch even when it is larger than ``max_bytes``.
+        known: The partition's (log start, log end) as the caller just read them (``current_view``).
 
     Raises:
         OffsetOutOfRangeError: ``fetch_offset`` is below the log start offset or above the log end offset.
         CorruptRecordError: A segment's bytes are not whole batches where the index says they are.
     """
-    for _attempt in range(_MAX_VIEW_RETRIES):
-        view = log.view()
+    for attempt in range(_MAX_VIEW_RETRIES):
+        view = current_view(log, known if attempt == 0 else None)
         try:
             return _read_view(log, view, fetch_offset, max_bytes, committed, min_one_batch)
         except FileNotFoundError:
@@ -127,8 +146,9 @@ def _batches_below(
         entries = chunk.entries
         ends = entries.positions + entries.sizes
         below = entries.base_offsets < upper
-        fits = ends <= max_bytes
-        take = int(np.argmin(below & fits)) if not (below & fits).all() else len(entries)
+        # Both rise with the position, so the batches taken are a prefix: up to the first that is not both.
+        taken = below & (ends <= max_bytes)
+        take = len(entries) if taken.all() else int(np.argmin(taken))
         if take == 0 and min_one and below[0]:
             take = 1
         if take == 0:

@@ -7,10 +7,11 @@ import asyncio
 import base64
 import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from pysparklog.endpoint.context import EndpointState
-from pysparklog.errors import StorageConflictError, UnknownTopicError
+from pysparklog.errors import InvalidLogDirectoryError, StorageConflictError, UnknownTopicError
 from pysparklog.storage.io import FileSystemStorage, PutMode, read_if_exists
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata
@@ -28,6 +29,9 @@ CLUSTER_ID_KEY = "cluster.id"
 #: object store it is a request per topic (the last commit's header), so it looks less often there.
 FILE_SYSTEM_POLL_S = 0.05
 OBJECT_STORE_POLL_S = 0.5
+#: At most this many partition logs are kept open (each holds a file descriptor or two): past it, the least recently
+#: used is closed, and opened again when asked for.
+MAX_OPEN_LOGS = 1024
 
 
 def _properties_value(text: str, key: str) -> str | None:
@@ -56,9 +60,9 @@ class OpenLog:
 class DataState:
     """The data plane's per-endpoint state.
 
-    Open partition logs are cached: opening one reads its directory (and on an object store sets up its replica), and
-    each keeps a lock file open. A log is opened for its topic's id; when a request finds the topic with another id
-    (deleted and created again) or gone, the cached log is closed and dropped.
+    Open partition logs are cached, up to ``MAX_OPEN_LOGS``: opening one reads its directory (and on an object store
+    sets up its replica), and each keeps a lock file open. A log is opened for its topic's id; when a request finds
+    the topic with another id (deleted and created again) or gone, the cached log is closed and dropped.
 
     Args:
         endpoint: The endpoint's shared state.
@@ -69,7 +73,9 @@ class DataState:
         self.log_dir = endpoint.log_dir
         self._on_file_system = isinstance(self.log_dir.storage, FileSystemStorage)
         self.poll_interval_s = FILE_SYSTEM_POLL_S if self._on_file_system else OBJECT_STORE_POLL_S
-        self._logs: dict[tuple[str, int], OpenLog] = {}
+        self._logs: OrderedDict[tuple[str, int], OpenLog] = OrderedDict()  # least recently used first
+        self._users: dict[int, int] = {}  # by id(log): how many callers hold it (acquire, release)
+        self._retired: dict[int, Log] = {}  # logs dropped from the cache while held: their last user closes them
         self._lock = threading.Lock()
         self._cluster_id: str | None = None
         self._appended = asyncio.Event()
@@ -100,8 +106,10 @@ class DataState:
             self._drop(name, keep_id=None)
             raise
 
-    def log(self, topic: TopicMetadata, partition: int) -> Log:
-        """The log of ``partition`` of ``topic`` (as ``topic()`` returned it), opened once per topic incarnation.
+    def acquire(self, topic: TopicMetadata, partition: int) -> Log:
+        """The log of ``partition`` of ``topic`` (as ``topic()`` returned it), opened once per topic incarnation, and
+        held for the caller until it gives it back with ``release`` (``Leases`` does both): the cache closes no log
+        in use, however many it drops or evicts meanwhile.
 
         Raises:
             UnknownTopicError: The topic has no such partition.
@@ -114,22 +122,57 @@ class DataState:
         with self._lock:
             cached = self._logs.get(key)
             if cached is not None and cached.topic_id == topic.topic_id:
-                return cached.log
+                self._logs.move_to_end(key)
+                return self._held(cached.log)
         self._drop(topic.name, keep_id=topic.topic_id)
         opened = self.log_dir.partition(topic.name, partition)
         with self._lock:
             cached = self._logs.get(key)
             if cached is not None and cached.topic_id == topic.topic_id:  # another thread opened it meanwhile
-                opened.close()
-                return cached.log
-            self._logs[key] = OpenLog(topic.topic_id, opened)
-        return opened
+                closing = [opened]
+                opened = cached.log
+            else:
+                self._logs[key] = OpenLog(topic.topic_id, opened)
+                evicted = [self._logs.popitem(last=False)[1].log for _ in range(len(self._logs) - MAX_OPEN_LOGS)]
+                closing = self._unused(evicted)
+            held = self._held(opened)
+        for log in closing:
+            log.close()
+        return held
+
+    def release(self, log: Log) -> None:
+        """Give back a log ``acquire`` returned; one the cache dropped meanwhile is closed by its last user."""
+        with self._lock:
+            users = self._users[id(log)] - 1
+            if users:
+                self._users[id(log)] = users
+                return
+            del self._users[id(log)]
+            retired = self._retired.pop(id(log), None)
+        if retired is not None:
+            retired.close()
+
+    def _held(self, log: Log) -> Log:
+        """``log`` with one more user (under ``_lock``)."""
+        self._users[id(log)] = self._users.get(id(log), 0) + 1
+        return log
+
+    def _unused(self, dropped: list[Log]) -> list[Log]:
+        """Of logs the cache dropped, those to close now; the others are closed by their last user (under
+        ``_lock``)."""
+        closing = []
+        for log in dropped:
+            if id(log) in self._users:
+                self._retired[id(log)] = log
+            else:
+                closing.append(log)
+        return closing
 
     def _drop(self, name: str, keep_id: str | None) -> None:
-        """Close the cached logs of topic ``name`` not opened for ``keep_id``."""
+        """Close the cached logs of topic ``name`` not opened for ``keep_id`` (those in use once given back)."""
         with self._lock:
             stale = [key for key, open_log in self._logs.items() if key[0] == name and open_log.topic_id != keep_id]
-            closing = [self._logs.pop(key).log for key in stale]
+            closing = self._unused([self._logs.pop(key).log for key in stale])
         for log in closing:
             log.close()
 
@@ -141,24 +184,32 @@ class DataState:
         return self._cluster_id
 
     def _read_or_create_cluster_id(self) -> str:
-        storage = self.log_dir.storage
         for name in (BROKER_META_PROPERTIES, CLUSTER_ID_FILE):
-            data = read_if_exists(storage, storage.join(name))
-            found = _properties_value(data.decode("utf-8", "replace"), CLUSTER_ID_KEY) if data is not None else None
+            found = self._cluster_id_in(name)
             if found is not None:
                 return found
         created = new_cluster_id()
-        path = storage.join(CLUSTER_ID_FILE)
         content = "# the cluster id the Kafka protocol endpoints of this log directory answer with\n"
+        storage = self.log_dir.storage
         try:
-            storage.put(path, f"{content}{CLUSTER_ID_KEY}={created}\n".encode(), mode=PutMode.CREATE)
+            storage.put(
+                storage.join(CLUSTER_ID_FILE), f"{content}{CLUSTER_ID_KEY}={created}\n".encode(), mode=PutMode.CREATE
+            )
         except StorageConflictError:  # another endpoint created it first: its id is everyone's
-            data = read_if_exists(storage, path)
-            found = _properties_value(data.decode("utf-8", "replace"), CLUSTER_ID_KEY) if data is not None else None
+            found = self._cluster_id_in(CLUSTER_ID_FILE)
             if found is None:
-                raise
+                raise InvalidLogDirectoryError(
+                    f"{storage.join(CLUSTER_ID_FILE)} has no {CLUSTER_ID_KEY}=<id> line; remove it and an endpoint "
+                    "makes a new one"
+                ) from None
             return found
         return created
+
+    def _cluster_id_in(self, name: str) -> str | None:
+        """The ``cluster.id`` in the log directory's properties file ``name``; None without the file or the key."""
+        storage = self.log_dir.storage
+        data = read_if_exists(storage, storage.join(name))
+        return _properties_value(data.decode("utf-8", "replace"), CLUSTER_ID_KEY) if data is not None else None
 
     # -- waking long polls (event loop) ---------------------------------------------------------------------------
 
@@ -175,8 +226,46 @@ class DataState:
             pass
 
     def close(self) -> None:
+        """Close every log (the endpoint stopped: no request holds one any more)."""
         with self._lock:
-            logs = [open_log.log for open_log in self._logs.values()]
+            logs = [open_log.log for open_log in self._logs.values()] + list(self._retired.values())
             self._logs.clear()
+            self._retired.clear()
+            self._users.clear()
         for log in logs:
             log.close()
+
+
+class Leases:
+    """The logs one request holds (``DataState.acquire``), given back together when it is answered; a log asked for
+    twice is held once.
+
+    Args:
+        data: The data plane's state.
+    """
+
+    def __init__(self, data: DataState) -> None:
+        self._data = data
+        self._held: dict[tuple[str, int, str], Log] = {}
+
+    def log(self, topic: TopicMetadata, partition: int) -> Log:
+        """The log of ``partition`` of ``topic``, held until ``release``.
+
+        Raises:
+            UnknownTopicError: The topic has no such partition.
+        """
+        key = (topic.name, partition, topic.topic_id)
+        if key not in self._held:
+            self._held[key] = self._data.acquire(topic, partition)
+        return self._held[key]
+
+    def release(self) -> None:
+        held, self._held = list(self._held.values()), {}
+        for log in held:
+            self._data.release(log)
+
+    def __enter__(self) -> Leases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
