@@ -441,6 +441,9 @@ class TransactionCoordinator:
         coordinator does this periodically); returns the transactional ids aborted."""
         aborted = []
         for transactional_id in self.transactional_ids():
+            seen = self.describe(transactional_id)
+            if seen is None or not self.is_expired(seen):
+                continue  # decided on a plain read: only a candidate is locked (an object store's lease costs requests)
             with self._state(transactional_id) as (meta, save):
                 if meta is not None and self.is_expired(meta):
                     self._abort_fencing(meta, save)

@@ -48,7 +48,8 @@ class EndpointState:
         # The engine blocks (file locks, fsync, an object store's round trips): it runs here, off the event loop.
         self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="pysparklog-endpoint")
         self._states: dict[Callable[[EndpointState], Any], Any] = {}
-        self._states_lock = threading.Lock()
+        # Reentrant: a family's state may take another's while it is made (the groups' coordinator takes the registry).
+        self._states_lock = threading.RLock()
 
     def bind(self, port: int) -> None:
         """Take the port the listener got (``port`` 0 asks for a free one) and the node id derived from it."""

@@ -20,6 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from pysparklog.endpoint.apis import served
+from pysparklog.endpoint.apis.transactions import TransactionsState
 from pysparklog.endpoint.apis.versions import API_VERSIONS, version_list
 from pysparklog.endpoint.config import EndpointConfig
 from pysparklog.endpoint.context import EndpointState, RequestContext
@@ -77,12 +78,21 @@ class Endpoint:
 
         Raises:
             OSError: It cannot listen (the port is taken).
+            InvalidConfigError: A setting of the log directory's ``server.properties`` is refused.
         """
-        self._thread = threading.Thread(target=lambda: asyncio.run(self.serve_forever()), name="pysparklog-endpoint")
+        self._thread = threading.Thread(target=self._serve_on_thread, name="pysparklog-endpoint")
         self._thread.daemon = True
         self._thread.start()
         self._listening.result(timeout)
         return self
+
+    def _serve_on_thread(self) -> None:
+        try:
+            asyncio.run(self.serve_forever())
+        except BaseException as error:
+            # A failure to start is raised by start() in its caller's thread, not a second time as this thread's.
+            if not (self._listening.done() and self._listening.exception() is error):
+                raise
 
     def stop(self) -> None:
         """Stop listening, close every connection and wait for the thread to end."""
@@ -130,6 +140,8 @@ class Endpoint:
                 # Listed in the log directory's registry before the first client comes: coordinators are chosen
                 # over the endpoints listed there.
                 await state.run_blocking(state.state, Registry)
+                # Its timer aborts transactions open past their timeout, whether or not a producer comes here.
+                await state.run_blocking(state.state, TransactionsState)
             except BaseException as e:
                 self._listening.set_exception(e)
                 raise

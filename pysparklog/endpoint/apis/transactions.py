@@ -20,12 +20,12 @@ Errors, as Kafka's coordinator answers them: a newer session of the id fences th
 (INVALID_PRODUCER_EPOCH below InitProducerId v4 and the others' v2, which predate KIP-588); an id never initialised
 is INVALID_PRODUCER_ID_MAPPING; a transaction being ended, or offsets of a group the transaction did not add, is
 INVALID_TXN_STATE; a timeout above ``transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT. A change of the
-id's state that another endpoint made while this one held its lock (a lease that lapsed) is refused with
-COORDINATOR_NOT_AVAILABLE, which clients retry.
+id's state that another endpoint made while this one held its lock (a lease that lapsed), or a storage failure, is
+answered COORDINATOR_NOT_AVAILABLE, which clients retry.
 
 Transactions open longer than their ``transaction.timeout.ms`` are aborted, with the producer fenced, every
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (Kafka's broker setting, 10 s by default; both
-settings are read from the log directory's ``server.properties``), from the first request of this family on.
+settings are read from the log directory's ``server.properties``), by every endpoint from its start.
 """
 
 from __future__ import annotations
@@ -44,12 +44,14 @@ from kio.static.primitive import i16
 from pysparklog.endpoint.apis import Api
 from pysparklog.endpoint.apis.versions import NO_THROTTLE
 from pysparklog.endpoint.context import EndpointState, RequestContext
+from pysparklog.endpoint.group_coordinator import GroupCoordinator, GroupError
 from pysparklog.errors import (
     InvalidConfigError,
     InvalidOffsetError,
     InvalidTopicError,
-    MetadataChangedError,
+    ObjectStoreError,
     ProducerFencedError,
+    StorageConflictError,
     UnknownTopicError,
 )
 from pysparklog.offsets import checked_offsets
@@ -106,7 +108,6 @@ class TransactionsState:
         server = endpoint.log_dir.topics.server_properties()
         self.max_timeout_ms = _broker_int(server, TRANSACTION_MAX_TIMEOUT_MS)
         self.abort_interval_ms = _broker_int(server, ABORT_INTERVAL_MS)
-        self.log_dir = endpoint.log_dir
         self.coordinator = TransactionCoordinator(endpoint.log_dir)
         self._stopping = threading.Event()
         # A thread rather than a task of the event loop: close() waits for a round under way before the coordinator
@@ -146,7 +147,12 @@ async def _coordinate(context: RequestContext, call: Callable[..., T], *args: An
         return None, ErrorCode.invalid_producer_id_mapping
     except InvalidTxnStateError:
         return None, ErrorCode.invalid_txn_state
-    except MetadataChangedError:
+    except InvalidConfigError:  # the one the coordinator's calls raise here: an empty transactional id
+        return None, ErrorCode.invalid_request
+    except (StorageConflictError, ObjectStoreError, OSError) as error:
+        # As Kafka's coordinator answers a failed write of its state: the client finds a coordinator and retries
+        # (the id's recorded decision, if any, is finished by the retry).
+        log.warning("the transaction coordinator's storage failed: %s", error)
         return None, ErrorCode.coordinator_not_available
 
 
@@ -174,15 +180,14 @@ async def init_producer_id(context: RequestContext, request: Any) -> Any:
     error = ErrorCode.none
     session: ProducerSession | None = None
     if transactional_id is None:
-        storage = context.endpoint.log_dir.storage
-        session = ProducerSession(await context.endpoint.run_blocking(allocate_producer_id, storage), 0)
+        producer_id, error = await _coordinate(context, allocate_producer_id, context.endpoint.log_dir.storage)
+        session = None if producer_id is None else ProducerSession(producer_id, 0)
     elif not transactional_id:
         error = ErrorCode.invalid_request  # as Kafka answers an empty id, consistent with its producer's check
     elif not 1 <= timeout_ms <= state.max_timeout_ms:
         error = ErrorCode.invalid_transaction_timeout
     else:
-        producer_id = getattr(request, "producer_id", _NO_PRODUCER_ID)
-        expected = _session(request) if producer_id != _NO_PRODUCER_ID else None
+        expected = _session(request) if getattr(request, "producer_id", _NO_PRODUCER_ID) != _NO_PRODUCER_ID else None
         session, error = await _coordinate(
             context, state.coordinator.init_producer_id, transactional_id, timeout_ms, expected
         )
@@ -237,7 +242,9 @@ async def _add_partitions(
 ) -> dict[TopicPartition, ErrorCode]:
     """Kafka's rule: partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and the others
     OPERATION_NOT_ATTEMPTED, nothing added; otherwise the coordinator's answer for each."""
-    missing = await context.endpoint.run_blocking(_missing_partitions, context, partitions)
+    missing, error = await _coordinate(context, _missing_partitions, context, partitions)
+    if missing is None:
+        return dict.fromkeys(partitions, error)
     if missing:
         return {
             tp: ErrorCode.unknown_topic_or_partition if tp in missing else ErrorCode.operation_not_attempted
@@ -291,9 +298,15 @@ async def add_partitions_to_txn(context: RequestContext, request: Any) -> Any:
         partitions = _requested(transaction.topics)
         session = _session(transaction)
         if transaction.verify_only:
-            errors = await context.endpoint.run_blocking(
-                _verify_partitions, _state(context).coordinator, transaction.transactional_id, session, partitions
+            verified, error = await _coordinate(
+                context,
+                _verify_partitions,
+                _state(context).coordinator,
+                transaction.transactional_id,
+                session,
+                partitions,
             )
+            errors = dict.fromkeys(partitions, error) if verified is None else verified
         else:
             errors = await _add_partitions(context, transaction.transactional_id, session, partitions)
         results.append(
@@ -349,9 +362,35 @@ def _offset_error(group_id: str, tp: TopicPartition, committed: OffsetAndMetadat
     return ErrorCode.none
 
 
+async def _group_refusal(context: RequestContext, request: Any) -> ErrorCode:
+    """The group coordinator's checks of a TxnOffsetCommit (Kafka's ``GroupCoordinator.doTxnCommitOffsets``): the
+    client sends it to the group's coordinator (NOT_COORDINATOR elsewhere, and it looks the coordinator up again);
+    from v3 on, a member id must be a member of the group (UNKNOWN_MEMBER_ID), a static member's instance id its own
+    (FENCED_INSTANCE_ID) and a generation the group's (ILLEGAL_GENERATION). A commit without them (v0-v2, or a
+    producer outside any group) is not checked, as Kafka does not check it. NONE: accepted."""
+    try:
+        group = await context.endpoint.state(GroupCoordinator).group(request.group_id, create=False)
+    except GroupError as error:
+        return error.code
+    member_id: str = getattr(request, "member_id", "")
+    generation: int = getattr(request, "generation_id", -1)
+    instance_id: str | None = getattr(request, "group_instance_id", None)
+    members = {} if group is None else group.members
+    if instance_id is not None and group is not None:
+        static = group.static_member(instance_id)
+        if static is not None and static.member_id != member_id:
+            return ErrorCode.fenced_instance_id
+    if member_id and member_id not in members:
+        return ErrorCode.unknown_member_id
+    if generation >= 0 and (group is None or generation != group.generation):
+        return ErrorCode.illegal_generation
+    return ErrorCode.none
+
+
 async def txn_offset_commit(context: RequestContext, request: Any) -> Any:
     """Offsets committed in the transaction: the group's committed offsets once it commits. Partitions whose offset
-    is refused get their error and are left out; the others share the coordinator's answer."""
+    is refused get their error and are left out; the others share the group's and then the transaction
+    coordinator's answer."""
     make = context.message.make
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
@@ -369,10 +408,17 @@ async def txn_offset_commit(context: RequestContext, request: Any) -> Any:
             if errors[tp] == ErrorCode.none:
                 offsets[tp] = committed
     if offsets:
-        coordinator = _state(context).coordinator
-        _, error = await _coordinate(
-            context, coordinator.commit_offsets, request.transactional_id, _session(request), request.group_id, offsets
-        )
+        error = await _group_refusal(context, request)
+        if error == ErrorCode.none:
+            coordinator = _state(context).coordinator
+            _, error = await _coordinate(
+                context,
+                coordinator.commit_offsets,
+                request.transactional_id,
+                _session(request),
+                request.group_id,
+                offsets,
+            )
         errors.update(dict.fromkeys(offsets, error))
     by_topic: dict[str, list[Any]] = {}
     for tp, error in errors.items():
