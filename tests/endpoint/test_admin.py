@@ -90,6 +90,7 @@ def test_create_topics_creates_each_topic_or_answers_its_error(endpoint: Endpoin
             _topic_v7("no-partitions", 0),
             _topic_v7("too-many", MAX_PARTITIONS + 1),
             _topic_v7("bad/name"),
+            _topic_v7("__cluster_metadata"),
             _topic_v7("twice"),
             _topic_v7("twice"),
         )
@@ -124,6 +125,10 @@ def test_create_topics_creates_each_topic_or_answers_its_error(endpoint: Endpoin
     assert error("no-partitions")[0] == ErrorCode.invalid_partitions
     assert error("too-many")[0] == ErrorCode.invalid_partitions
     assert error("bad/name")[0] == ErrorCode.invalid_topic_exception
+    assert error("__cluster_metadata") == (
+        ErrorCode.invalid_request,
+        "Creation of internal topic __cluster_metadata is prohibited.",
+    )
     assert error("twice") == (ErrorCode.invalid_request, "Duplicate topic name.")
     assert log_dir.topics.names() == ["existing", "orders"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 # Where confluent-kafka defines them: its admin module re-exports them without declaring it, which strict mypy refuses.
@@ -196,3 +196,56 @@ def test_two_endpoints_creating_one_topic_at_once_create_it_once(log_dir: LogDir
                 "created",
             ]
         assert log_dir.topics.names() == [f"raced-{index}" for index in range(rounds)]
+
+
+def _produce(endpoint: Endpoint, topic: str, partition: int, count: int) -> list[int]:
+    """``count`` records produced by librdkafka to one partition; their offsets."""
+    producer = Producer({"bootstrap.servers": endpoint.bootstrap, "linger.ms": 5})
+    offsets: list[int] = []
+
+    def delivered(error: KafkaError | None, message: Message) -> None:
+        offset = message.offset()
+        assert error is None and offset is not None, error
+        offsets.append(offset)
+
+    for index in range(count):
+        producer.produce(topic, value=f"v{index}".encode(), partition=partition, on_delivery=delivered)
+    assert producer.flush(TIMEOUT_S) == 0
+    return offsets
+
+
+def _first_offset(endpoint: Endpoint, topic: str, partition: int) -> int:
+    """The offset of the first record librdkafka reads from the partition's beginning."""
+    consumer = Consumer({"bootstrap.servers": endpoint.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        for _ in range(100):
+            message = consumer.poll(0.2)
+            offset = None if message is None or message.error() is not None else message.offset()
+            if offset is not None:
+                return offset
+        raise AssertionError(f"nothing read from {topic}-{partition}")
+    finally:
+        consumer.close()
+
+
+def test_admin_changes_reach_the_produce_and_fetch_of_the_same_endpoint(endpoint: Endpoint) -> None:
+    """The data plane keeps partition logs open: records deleted, partitions added and a topic deleted and created
+    again through the admin APIs are what its produces and fetches see next."""
+    admin = _admin(endpoint)
+    assert _outcome(admin.create_topics([NewTopic("orders", num_partitions=1)])["orders"]) is None
+    assert _produce(endpoint, "orders", 0, 10) == list(range(10))
+    assert _first_offset(endpoint, "orders", 0) == 0
+    assert (
+        _outcome(admin.delete_records([TopicPartition("orders", 0, 4)])[TopicPartition("orders", 0, 4)]).low_watermark
+        == 4
+    )
+    assert _first_offset(endpoint, "orders", 0) == 4
+
+    assert _outcome(admin.create_partitions([NewPartitions("orders", 2)])["orders"]) is None
+    assert _produce(endpoint, "orders", 1, 3) == [0, 1, 2]
+
+    assert _outcome(admin.delete_topics(["orders"])["orders"]) is None
+    assert _outcome(admin.create_topics([NewTopic("orders", num_partitions=1)])["orders"]) is None
+    assert _produce(endpoint, "orders", 0, 2) == [0, 1]
+    assert _first_offset(endpoint, "orders", 0) == 0

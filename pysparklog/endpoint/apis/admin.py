@@ -52,7 +52,7 @@ from pysparklog.storage.topic_config import (
     ServerProperties,
     describe_configs,
 )
-from pysparklog.storage.topics import TopicMetadata
+from pysparklog.storage.topics import CLUSTER_METADATA_TOPIC, TopicMetadata
 
 log = logging.getLogger("pysparklog.endpoint")
 
@@ -253,6 +253,8 @@ def _create_topic(context: RequestContext, topic: Any, validate_only: bool) -> A
     make = context.message.make
     logs = context.endpoint.log_dir
     try:
+        if topic.name == CLUSTER_METADATA_TOPIC:  # Kafka's controller refuses it before looking at the name's rules
+            raise Refused(ErrorCode.invalid_request, f"Creation of internal topic {topic.name} is prohibited.")
         partitions = requested_partitions(topic, context.endpoint.node_id)
         created = logs.topics.create(
             topic.name, partitions, creation_configs(topic.configs), validate_only=validate_only
@@ -269,6 +271,7 @@ def _create_topic(context: RequestContext, topic: Any, validate_only: bool) -> A
             configs=(),
         )
     # v5+: the topic's configs in force, so that a client need not describe it (Kafka's controller answers them).
+    answers_configs = context.message.has_field("CreatableTopicResult", "configs")
     configs = tuple(
         make(
             "CreatableTopicConfigs",
@@ -278,8 +281,7 @@ def _create_topic(context: RequestContext, topic: Any, validate_only: bool) -> A
             config_source=SOURCE_IDS[entry.source],
             is_sensitive=False,
         )
-        for entry in entries
-        if context.message.has_field("CreatableTopicResult", "configs")
+        for entry in (entries if answers_configs else ())
     )
     return make(
         "CreatableTopicResult",
