@@ -46,7 +46,8 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 #: The endpoints' registry lease: a killed coordinator's groups move to the survivor within it.
 LEASE_MS = 3000
-GROUP_KEY = i8(0)  # FindCoordinator's key_type of a consumer group
+GROUP_KEY = i8(0)  # FindCoordinator's key_types: a consumer group, a transactional id
+TRANSACTION_KEY = i8(1)
 PARTITIONS = 3
 
 
@@ -75,21 +76,21 @@ class Endpoints:
         self.logs().topics.create(topic, partitions)
         return topic
 
-    def coordinator(self, group: str) -> EndpointProcess:
-        """The endpoint that coordinates ``group``, as FindCoordinator (v4, what Kafka 4.2's clients send) answers
-        it at a live endpoint."""
+    def coordinator(self, key: str, key_type: i8 = GROUP_KEY) -> EndpointProcess:
+        """The endpoint that coordinates ``key`` (a group, or a transactional id), as FindCoordinator (v4, what
+        Kafka 4.2's clients send) answers it at a live endpoint."""
         asked = next(endpoint for endpoint in self.members if endpoint.alive)
         with WireClient(asked.bootstrap) as client:
             response: FindCoordinatorResponse = client.request(
-                FindCoordinatorRequest(key_type=GROUP_KEY, coordinator_keys=(group,)), FindCoordinatorResponse
+                FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,)), FindCoordinatorResponse
             )
         (found,) = response.coordinators
-        assert found.error_code == ErrorCode.none, f"FindCoordinator {group}: {found}"
+        assert found.error_code == ErrorCode.none, f"FindCoordinator {key}: {found}"
         return next(endpoint for endpoint in self.members if endpoint.port == found.port)
 
-    def kill_coordinator(self, group: str) -> EndpointProcess:
-        """SIGKILL to the endpoint coordinating ``group``."""
-        victim = self.coordinator(group)
+    def kill_coordinator(self, key: str, key_type: i8 = GROUP_KEY) -> EndpointProcess:
+        """SIGKILL to the endpoint coordinating ``key``."""
+        victim = self.coordinator(key, key_type)
         victim.kill()
         return victim
 
@@ -199,7 +200,25 @@ def test_java_transactions_read_committed_through_two_endpoints_with_the_group_c
     assert everything == run.committed | run.aborted
 
 
-@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_java_transactions_read_committed_through_two_endpoints_with_the_transaction_coordinator_killed(
+    endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """The producer's transaction coordinator dies between transactions or in one: the producer goes on through
+    the other endpoint (a transaction cut short is aborted or completed, never half-visible to read_committed)."""
+    topic = endpoints.create_topic("java-transactions-coordinator")
+    group = "java-read-committed-tx-killed"
+    run = scenarios.transactions_read_committed(
+        tmp_path,
+        endpoints.bootstrap,
+        topic,
+        group,
+        during=lambda: endpoints.kill_coordinator(f"{group}-tx", TRANSACTION_KEY),
+    )
+    committed_in_log = {row["key"].decode() for row in endpoints.records(topic, "read_committed").values()}
+    assert committed_in_log == run.committed
+
+
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])
 def test_java_group_of_three_with_a_member_joining_and_one_leaving_survives_its_coordinator_killed(
     endpoints: Endpoints, tmp_path: Path, assignor: str
 ) -> None:
