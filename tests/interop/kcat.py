@@ -8,9 +8,10 @@ and run with ``LD_LIBRARY_PATH`` pointing into that tree. ``apt-get download`` n
 lists (``apt-get update``, which a Debian image has usually run, or a failure says so). Before the tree is
 published, ``ldd`` must find every library kcat links; a library still missing is named in the error.
 
-On Debian 12 kcat 1.7.1 links librdkafka1 (2.0.2) and libyajl2, neither installed by default, and through
-librdkafka libssl3, libsasl2-2, libzstd1, liblz4-1 and zlib1g: the base image lacks libsasl2-2 (and libssl3 unless
-Python was installed from Debian), which the closure then fetches as well.
+On Debian 12 kcat 1.7.1 links librdkafka1 (2.0.2) and libyajl2, and through librdkafka libssl3, libsasl2-2,
+libzstd1, liblz4-1 and zlib1g. The machine these tests were written on lacked only kcat, librdkafka1 and libyajl2;
+a minimal Debian 12 image may lack libsasl2-2 (and libssl3 where no Debian Python pulled it in), which the closure
+then fetches too (not tried on such an image: no container runtime was at hand).
 """
 
 from __future__ import annotations
