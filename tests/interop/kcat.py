@@ -5,7 +5,8 @@ without root: the ``kcat`` on PATH when there is one, else Debian's packages fet
     dpkg -x <each .deb> .cache/kcat/<architecture>/root
 
 and run with ``LD_LIBRARY_PATH`` pointing into that tree. ``apt-get download`` needs no root, only apt's package
-lists (``apt-get update``, which a Debian image has usually run, or a failure says so). Before the tree is
+lists: a container image ships without them until ``apt-get update`` (as root) fetches them, and the failure says
+so. Before the tree is
 published, ``ldd`` must find every library kcat links; a library still missing is named in the error.
 
 On Debian 12 kcat 1.7.1 links librdkafka1 (2.0.2) and libyajl2, and through librdkafka libssl3, libsasl2-2,
