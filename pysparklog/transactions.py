@@ -137,6 +137,9 @@ class TransactionMetadata:
         update_ms: When the state last changed.
         prepared: The producer prepared the transaction for another process to end (KIP-939): it
             takes no more partitions and no timeout aborts it; only its end or a new session does.
+        bumped_from: The epoch the producer's own request last bumped (KIP-360: InitProducerId with its session), so
+            that the request sent again after its answer was lost gets the session it made, not a fencing; -1 when
+            the epoch last moved otherwise (a new producer, a timeout).
         offsets: The consumer groups the current transaction commits offsets of (``AddOffsetsToTxn``), each
             with the offsets committed in it so far (``TxnOffsetCommit``): the groups' committed offsets once
             the transaction commits, dropped if it aborts.
@@ -151,6 +154,7 @@ class TransactionMetadata:
     start_ms: int = -1
     update_ms: int = -1
     prepared: bool = False
+    bumped_from: int = -1
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
 
     @property
@@ -169,6 +173,7 @@ class TransactionMetadata:
             "start_ms": self.start_ms,
             "update_ms": self.update_ms,
             "prepared": self.prepared,
+            "bumped_from": self.bumped_from,
             "offsets": {
                 group: [
                     [tp.topic, tp.partition, o.offset, o.leader_epoch, o.metadata] for tp, o in sorted(offsets.items())
@@ -194,6 +199,7 @@ class TransactionMetadata:
                 int(document["start_ms"]),
                 int(document["update_ms"]),
                 bool(document["prepared"]),
+                int(document.get("bumped_from", -1)),  # absent from the files of an older pysparklog
                 {  # absent from the files of a pysparklog that had no transactional offsets: none pending
                     str(group): {
                         TopicPartition(str(t), int(p)): OffsetAndMetadata(int(o), str(m), int(e))
@@ -269,8 +275,8 @@ class TransactionCoordinator:
 
         Raises:
             InvalidConfigError: An empty id or a timeout below 1.
-            ProducerFencedError: ``expected`` is not the id's current session: another producer has
-                taken the id since (Kafka accepts only the current producer id, and here the epoch too).
+            ProducerFencedError: ``expected`` is not the id's current session (nor the one its last bump came from,
+                asked again): another producer has taken the id since.
         """
         validate_transactional_id(transactional_id)
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
@@ -281,16 +287,30 @@ class TransactionCoordinator:
                 meta = TransactionMetadata(transactional_id, allocate_producer_id(self._storage), 0)
             else:
                 if expected is not None:
+                    if self._is_bump_retried(meta, expected):
+                        return meta.session
                     self._check_session(transactional_id, meta, expected)
                 self._settle(meta, save)
                 if meta.producer_epoch >= MAX_SESSION_EPOCH:
-                    meta.producer_id, meta.producer_epoch = allocate_producer_id(self._storage), 0
+                    meta.producer_id, meta.producer_epoch, meta.bumped_from = allocate_producer_id(self._storage), 0, -1
                 else:
                     meta.producer_epoch += 1
+                    meta.bumped_from = -1 if expected is None else expected.producer_epoch
             meta.state, meta.partitions, meta.start_ms, meta.prepared = TransactionState.EMPTY, [], -1, False
             meta.offsets, meta.timeout_ms, meta.update_ms = {}, timeout_ms, now
             save(meta)
             return meta.session
+
+    @staticmethod
+    def _is_bump_retried(meta: TransactionMetadata, expected: ProducerSession) -> bool:
+        """Whether ``expected`` asks again for the bump it was answered (Kafka's retry of InitProducerId, recognised
+        by ``lastProducerEpoch``): the session it bumped from, nothing changed since."""
+        return (
+            meta.bumped_from >= 0
+            and expected.producer_id == meta.producer_id
+            and expected.producer_epoch == meta.bumped_from
+            and meta.state == TransactionState.EMPTY
+        )
 
     def add_partitions(self, transactional_id: str, session: ProducerSession, partitions: list[TopicPartition]) -> None:
         """Register partitions in the session's transaction, opening it (Kafka's ``AddPartitionsToTxn``);
@@ -572,7 +592,7 @@ class TransactionCoordinator:
     def _abort_fencing(self, meta: TransactionMetadata, save: Callable[[TransactionMetadata], None]) -> None:
         """Abort an open transaction with the epoch bumped, as Kafka's coordinator aborts one it
         fences: the markers carry the new epoch, so the old session cannot append after them."""
-        meta.producer_epoch += 1
+        meta.producer_epoch, meta.bumped_from = meta.producer_epoch + 1, -1
         meta.state, meta.update_ms = TransactionState.PREPARE_ABORT, self._clock()
         save(meta)
         self._settle(meta, save)

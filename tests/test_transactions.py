@@ -353,5 +353,25 @@ def test_a_producer_bumping_its_session_must_hold_the_current_one(logs: LogDirec
     first = coordinator.init_producer_id("tx", 60000)
     second = coordinator.init_producer_id("tx", 60000, expected=first)
     assert second == ProducerSession(first.producer_id, first.producer_epoch + 1)
+    # Asked again (its answer lost), the bump answers the session it made instead of bumping again...
+    assert coordinator.init_producer_id("tx", 60000, expected=first) == second
+    # ...but not once another producer has taken the id, nor for an older session.
+    third = coordinator.init_producer_id("tx", 60000)
+    for stale in (first, second, ProducerSession(first.producer_id, first.producer_epoch - 1)):
+        with pytest.raises(ProducerFencedError):
+            coordinator.init_producer_id("tx", 60000, expected=stale)
+    assert coordinator.describe("tx") is not None and coordinator.init_producer_id("tx", 60000, expected=third) == (
+        ProducerSession(third.producer_id, third.producer_epoch + 1)
+    )
+
+
+def test_a_bump_asked_again_after_its_producers_transaction_timed_out_is_fenced(logs: LogDirectory) -> None:
+    clock = [0]
+    coordinator = TransactionCoordinator(logs, clock=lambda: clock[0])
+    first = coordinator.init_producer_id("tx", 100)
+    second = coordinator.init_producer_id("tx", 100, expected=first)
+    coordinator.add_partitions("tx", second, [TopicPartition("t", 0)])
+    clock[0] += 1000
+    assert coordinator.abort_expired() == ["tx"]
     with pytest.raises(ProducerFencedError):
-        coordinator.init_producer_id("tx", 60000, expected=first)
+        coordinator.init_producer_id("tx", 100, expected=first)

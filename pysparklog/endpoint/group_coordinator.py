@@ -163,10 +163,14 @@ class GroupCoordinator:
 
     def __init__(self, endpoint: EndpointState) -> None:
         self.endpoint = endpoint
-        self.registry = endpoint.state(Registry)
         self.offsets = OffsetStore(endpoint.log_dir)
         self.groups: dict[str, ClassicGroup] = {}
         self._loading: dict[str, asyncio.Future[ClassicGroup]] = {}
+
+    @property
+    def registry(self) -> Registry:
+        """The endpoint's registry (made at its start; not taken here, inside ``EndpointState.state``'s lock)."""
+        return self.endpoint.state(Registry)
 
     def close(self) -> None:
         for group in list(self.groups.values()):
@@ -236,7 +240,11 @@ class GroupCoordinator:
         group = await self.group(group_id, create=True)
         assert group is not None
         if not group.members and not group.pending:
-            await self._check_not_a_storage_group(group_id)
+            try:
+                await self._check_not_a_storage_group(group_id)
+            except GroupError:
+                self._unload(group, ErrorCode.inconsistent_group_protocol)  # not a group of this coordinator's
+                raise
             if self.groups.get(group_id) is not group:
                 raise GroupError(ErrorCode.not_coordinator, f"group {group_id} was given up meanwhile")
         names = [name for name, _ in request.protocols]
@@ -424,17 +432,17 @@ class GroupCoordinator:
         Raises:
             GroupError: UNKNOWN_MEMBER_ID, or FENCED_INSTANCE_ID for a static member a newer instance replaced.
         """
-        member = group.members.get(member_id)
         if group_instance_id is not None:
             current = group.static_member(group_instance_id)
-            if current is not None and current.member_id != member_id:
+            if current is None:
+                raise GroupError(
+                    ErrorCode.unknown_member_id, f"no member of group {group.group_id} is {group_instance_id}"
+                )
+            if current.member_id != member_id:
                 raise GroupError(ErrorCode.fenced_instance_id, f"{member_id} was replaced by {current.member_id}")
+        member = group.members.get(member_id)
         if member is None:
             raise GroupError(ErrorCode.unknown_member_id, f"{member_id} is not a member of group {group.group_id}")
-        if member.group_instance_id != group_instance_id:
-            raise GroupError(
-                ErrorCode.fenced_instance_id, f"{member_id} has group.instance.id {member.group_instance_id}"
-            )
         return member
 
     def _answer_sync(self, member: Member, result: SyncResult) -> None:

@@ -153,7 +153,7 @@ def decode_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
     """
     try:
         header, size = (_READ_HEADER_V2 if flexible else _READ_HEADER_V1)(frame, 0)
-    except (SerialError, ValueError, UnicodeDecodeError, OverflowError) as e:
+    except (SerialError, ValueError, UnicodeDecodeError, OverflowError, KeyError) as e:
         raise MalformedRequestError(f"the request header does not decode: {e}") from None
     return RequestHeader(
         header.request_api_key, header.request_api_version, header.correlation_id, header.client_id
@@ -184,7 +184,8 @@ def decode_request(message: Message, frame: bytes, offset: int) -> Any:
     """
     try:
         request, size = _reader(message.request_type)(frame, offset)
-    except (SerialError, ValueError, UnicodeDecodeError, OverflowError, TypeError) as e:
+    # KeyError: kio refuses a tagged field it has no schema for ("Unknown tagged field tag"), where Kafka skips it.
+    except (SerialError, ValueError, UnicodeDecodeError, OverflowError, TypeError, KeyError) as e:
         raise MalformedRequestError(f"{message.name} v{message.version} does not decode: {e}") from None
     if offset + size != len(frame):
         raise MalformedRequestError(

@@ -4,6 +4,8 @@ with the records, markers and offsets checked in the log directory by pysparklog
 
 from __future__ import annotations
 
+import logging
+import random
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -46,7 +48,7 @@ from pysparklog.storage.transaction_index import READ_COMMITTED
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from pysparklog.transactions import TransactionCoordinator, TransactionState
 from tests.conftest import BUCKET
-from tests.endpoint.kafka_wire import WireClient
+from tests.endpoint.kafka_wire import SIZE, WireClient
 from tests.endpoint.lossy_proxy import LossyProxy
 
 TOPIC = "payments"
@@ -191,6 +193,8 @@ def test_a_new_session_of_a_transactional_id_bumps_its_epoch_and_an_older_sessio
     # KIP-360: a producer bumps its own session; one holding an older session is fenced, in the code its version knows.
     bumped = _init(client, "tx", producer_id=second.producer_id, epoch=second.producer_epoch)
     assert (bumped.error_code, bumped.producer_epoch) == (ErrorCode.none, second.producer_epoch + 1)
+    retried = _init(client, "tx", producer_id=second.producer_id, epoch=second.producer_epoch)  # its answer lost
+    assert (retried.error_code, retried.producer_epoch) == (ErrorCode.none, bumped.producer_epoch)
     stale = _init(client, "tx", producer_id=first.producer_id, epoch=first.producer_epoch)
     assert stale.error_code == ErrorCode.producer_fenced
     old = InitProducerIdRequestV3(
@@ -491,3 +495,84 @@ def test_a_transaction_with_offsets_on_an_object_store(s3_endpoint: str, tmp_pat
     assert (_values(log_dir, 0), _values(log_dir, 1)) == ([b"a"], [b"b"])
     with OffsetStore(log_dir) as offsets:
         assert offsets.committed(GROUP) == {TopicPartition(TOPIC, 0): OffsetAndMetadata(3)}
+
+
+# -- malformed requests ---------------------------------------------------------------------------------------------
+
+
+def test_truncated_and_mutated_requests_of_the_transaction_apis_cost_at_most_their_connection(
+    client: WireClient, endpoint: Endpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each API's request at its highest version, cut short or with bytes changed: an answer or a closed connection
+    (never a handler's unexpected error), and the endpoint answers the next client."""
+    session = _init(client, "tx")
+    requests = [
+        InitProducerIdRequest(
+            transactional_id=TransactionalId("tx"),
+            transaction_timeout=i32Timedelta.parse(timedelta(seconds=60)),
+            producer_id=session.producer_id,
+            producer_epoch=session.producer_epoch,
+        ),
+        add_partitions_v5.AddPartitionsToTxnRequest(
+            transactions=(
+                add_partitions_v5.AddPartitionsToTxnTransaction(
+                    transactional_id=TransactionalId("tx"),
+                    producer_id=session.producer_id,
+                    producer_epoch=session.producer_epoch,
+                    verify_only=False,
+                    topics=(add_partitions_v5.AddPartitionsToTxnTopic(name=TopicName(TOPIC), partitions=(i32(0),)),),
+                ),
+            )
+        ),
+        AddOffsetsToTxnRequest(
+            transactional_id=TransactionalId("tx"),
+            producer_id=session.producer_id,
+            producer_epoch=session.producer_epoch,
+            group_id=GroupId(GROUP),
+        ),
+        txn_offset_commit_v4.TxnOffsetCommitRequest(
+            transactional_id=TransactionalId("tx"),
+            group_id=GroupId(GROUP),
+            producer_id=session.producer_id,
+            producer_epoch=session.producer_epoch,
+            topics=(
+                txn_offset_commit_v4.TxnOffsetCommitRequestTopic(
+                    name=TopicName(TOPIC),
+                    partitions=(
+                        txn_offset_commit_v4.TxnOffsetCommitRequestPartition(
+                            partition_index=i32(0),
+                            committed_offset=i64(1),
+                            committed_leader_epoch=i32(-1),
+                            committed_metadata="",
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        EndTxnRequest(
+            transactional_id=TransactionalId("tx"),
+            producer_id=session.producer_id,
+            producer_epoch=session.producer_epoch,
+            committed=False,
+        ),
+    ]
+    draw = random.Random(5)
+    answered = 0
+    caplog.set_level(logging.WARNING, "pysparklog.endpoint")
+    for request in requests:
+        frame = client.frame(request)
+        body = frame[SIZE.size :]
+        for _ in range(150):
+            mutated = bytearray(body)
+            if draw.random() < 0.5:
+                del mutated[draw.randrange(8, len(mutated)) :]  # truncated past the api key and version
+            else:
+                for _ in range(draw.randint(1, 4)):
+                    mutated[draw.randrange(8, len(mutated))] = draw.randrange(256)
+            with WireClient(endpoint.bootstrap, timeout=10) as fuzzed:
+                fuzzed.send_raw(SIZE.pack(len(mutated)) + bytes(mutated))
+                answered += fuzzed.receive_frame() is not None  # or None: closed; a hang times out
+    with WireClient(endpoint.bootstrap) as healthy:
+        assert _init(healthy, None).error_code == ErrorCode.none
+    assert answered > 0, "no mutated request reached a handler"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

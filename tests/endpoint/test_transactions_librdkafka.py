@@ -5,6 +5,10 @@ aborted by the endpoint; and a consume-transform-produce loop whose offsets comm
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -240,3 +244,117 @@ def test_send_offsets_to_transaction_commits_the_groups_offsets_with_the_transac
     assert [tp.offset for tp in resumed] == [3 if commit else OFFSET_INVALID] * PARTITIONS
     outputs = sorted(f"INPUT-{i}".encode() for i in range(9))
     assert _read_committed_from_directory(log_dir, OUTPUT) == (outputs if commit else [])
+
+
+def test_concurrent_transactional_producers_on_shared_partitions(
+    endpoint: Endpoint, log_dir: LogDirectory, topic: str
+) -> None:
+    """Four producers, each on a thread of its own, commit and abort transactions over the same partitions: the
+    coordinator's markers and the data plane's appends interleave on each partition, and read_committed readers get
+    exactly the committed transactions' records."""
+    committed: list[bytes] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def run(writer: int) -> None:
+        try:
+            producer = _producer(endpoint, f"writer-{writer}")
+            for round_ in range(4):
+                values = [f"w{writer}-r{round_}-{i}".encode() for i in range(12)]
+                _transaction(producer, values, commit=round_ % 2 == 0)
+                if round_ % 2 == 0:
+                    with lock:
+                        committed.extend(values)
+        except BaseException as error:  # handed to the test's thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=(writer,)) for writer in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert _read_committed_through_endpoint(endpoint) == sorted(committed)
+    assert _read_committed_from_directory(log_dir) == sorted(committed)
+
+
+def _serve_in_subprocess(log_dir: LogDirectory) -> tuple[subprocess.Popen[str], str]:
+    """``pysparklog serve`` in a process of its own on a free port, and its ``host:port`` once it listens."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pysparklog.cli.main", "serve", "--log-dir", log_dir.path, "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    assert line.startswith("serving "), line
+    return server, line.split(" as ")[-1].strip()
+
+
+def _commit_as_a_user_does(producer: Producer, values: list[bytes]) -> None:
+    """One transaction of ``values``, begun again after an abortable error and its commit retried after a retriable
+    one, as confluent-kafka's documentation tells a user to."""
+    for _attempt in range(10):
+        producer.begin_transaction()
+        for i, value in enumerate(values):
+            producer.produce(TOPIC, value, partition=i % PARTITIONS)
+        try:
+            for _retry in range(10):
+                try:
+                    producer.commit_transaction(TIMEOUT_S)
+                    return
+                except KafkaException as error:
+                    if not error.args[0].retriable():
+                        raise
+        except KafkaException as error:
+            if not error.args[0].txn_requires_abort():
+                raise
+            producer.abort_transaction(TIMEOUT_S)
+    raise AssertionError("the transaction never committed")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_transactions_go_on_through_the_other_endpoint_when_one_is_killed(log_dir: LogDirectory, topic: str) -> None:
+    """Two endpoints of one log directory: the producer's transactions start on the only one up, a process then
+    killed with -9 while the other has started; the producer finds the survivor (FindCoordinator answers with the
+    endpoint asked), which takes the transactional id's state over, and every committed transaction is read once."""
+    server, address = _serve_in_subprocess(log_dir)
+    survivor_port = _free_port()
+    try:
+        producer = Producer(
+            {
+                "bootstrap.servers": f"{address},127.0.0.1:{survivor_port}",
+                "transactional.id": "resilient",
+                "linger.ms": 1,
+                "retry.backoff.ms": 50,
+            }
+        )
+        producer.init_transactions(TIMEOUT_S)  # coordinated by the process: the other endpoint is not up yet
+        batches = [[f"t{t}-{i}".encode() for i in range(9)] for t in range(4)]
+        _commit_as_a_user_does(producer, batches[0])
+        _transaction(producer, [b"aborted"] * 6, commit=False)
+        producer.begin_transaction()
+        for i, value in enumerate(batches[1]):
+            producer.produce(TOPIC, value, partition=i % PARTITIONS)
+        producer.flush(TIMEOUT_S)
+        with Endpoint(log_dir, EndpointConfig(port=survivor_port)) as survivor:
+            server.kill()  # with a transaction open
+            server.wait()
+            producer.commit_transaction(TIMEOUT_S)
+            for values in batches[2:]:
+                _commit_as_a_user_does(producer, values)
+            expected = sorted(v for values in batches for v in values)
+            assert _read_committed_through_endpoint(survivor) == expected
+        assert _read_committed_from_directory(log_dir) == expected
+    finally:
+        server.kill()
+        server.wait()
+        assert server.stdout is not None
+        server.stdout.close()

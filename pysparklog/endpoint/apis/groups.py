@@ -429,7 +429,8 @@ async def list_groups(context: RequestContext, request: Any) -> Any:
     coordinator = _coordinator(context)
     states = await context.endpoint.run_blocking(_listed, context)
     for group_id, group in coordinator.groups.items():
-        states[group_id] = str(group.phase)
+        if group.phase is not Phase.EMPTY or group_id not in states:
+            states[group_id] = str(group.phase)
     registry = context.endpoint.state(Registry)
     for group_id in [g for g in states if g not in coordinator.groups and not registry.coordinates(g)]:
         if states[group_id] == str(Phase.EMPTY):

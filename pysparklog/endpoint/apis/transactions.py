@@ -16,6 +16,8 @@ clients use only when the broker finalises the ``transaction.version`` feature; 
     EndTxn             v0-v4   v5 belongs to transactions v2 (an epoch bump at every end)
     TxnOffsetCommit    v0-v4   v5 belongs to transactions v2 (offsets added without AddOffsetsToTxn)
 
+TxnOffsetCommit comes to the group's coordinator, as in Kafka, which checks the member and generation it names.
+
 Errors, as Kafka's coordinator answers them: a newer session of the id fences the request with PRODUCER_FENCED
 (INVALID_PRODUCER_EPOCH below InitProducerId v4 and the others' v2, which predate KIP-588); an id never initialised
 is INVALID_PRODUCER_ID_MAPPING; a transaction being ended, or offsets of a group the transaction did not add, is
@@ -156,6 +158,11 @@ async def _coordinate(context: RequestContext, call: Callable[..., T], *args: An
         return None, ErrorCode.coordinator_not_available
 
 
+def _each(array: Iterable[T] | None) -> Iterable[T]:
+    """A request's array; kio reads a null one (length -1) as None even where the schema allows no null: nothing."""
+    return () if array is None else array
+
+
 def _state(context: RequestContext) -> TransactionsState:
     return context.endpoint.state(TransactionsState)
 
@@ -223,7 +230,7 @@ def _topic_results(context: RequestContext, errors: dict[TopicPartition, ErrorCo
 
 
 def _requested(topics: Iterable[Any]) -> list[TopicPartition]:
-    return list(dict.fromkeys(TopicPartition(t.name, int(p)) for t in topics for p in t.partitions))
+    return list(dict.fromkeys(TopicPartition(t.name, int(p)) for t in _each(topics) for p in _each(t.partitions)))
 
 
 def _missing_partitions(context: RequestContext, partitions: list[TopicPartition]) -> set[TopicPartition]:
@@ -294,7 +301,7 @@ async def add_partitions_to_txn(context: RequestContext, request: Any) -> Any:
             results_by_topic_v3_and_below=_topic_results(context, errors),
         )
     results = []
-    for transaction in request.transactions:
+    for transaction in _each(request.transactions):
         partitions = _requested(transaction.topics)
         session = _session(transaction)
         if transaction.verify_only:
@@ -394,8 +401,8 @@ async def txn_offset_commit(context: RequestContext, request: Any) -> Any:
     make = context.message.make
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
-    for topic in request.topics:
-        for partition in topic.partitions:
+    for topic in _each(request.topics):
+        for partition in _each(topic.partitions):
             tp = TopicPartition(topic.name, int(partition.partition_index))
             committed = OffsetAndMetadata(
                 int(partition.committed_offset),
