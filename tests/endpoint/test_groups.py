@@ -53,6 +53,7 @@ from pysparklog.group import JoinRequest as StorageJoinRequest
 from pysparklog.offsets import OffsetStore
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
+from tests.conftest import BUCKET
 from tests.endpoint.kafka_wire import WireClient
 
 T = TypeVar("T")
@@ -65,6 +66,18 @@ def logs(tmp_path: Path) -> LogDirectory:
     log_dir = LogDirectory(str(tmp_path / "logs"))
     log_dir.topics.create("t", 3)
     return log_dir
+
+
+@pytest.fixture(params=["posix", "s3"])
+def shared_logs(request: pytest.FixtureRequest, tmp_path: Path) -> LogDirectory:
+    """A log directory with topic ``t`` on a filesystem or on the object store: the registry and the generations
+    go through each backend's conditional writes."""
+    if request.param == "s3":
+        request.getfixturevalue("s3_endpoint")
+        log_dir = LogDirectory(f"s3://{BUCKET}{tmp_path}/logs")
+        log_dir.topics.create("t", 3)
+        return log_dir
+    return request.getfixturevalue("logs")  # type: ignore[no-any-return]
 
 
 def _config(**overrides: Any) -> EndpointConfig:
@@ -370,15 +383,17 @@ def test_a_commit_during_completing_rebalance_is_refused(endpoint: Endpoint) -> 
     }
 
 
-def test_generations_survive_the_coordinator_and_a_dead_coordinators_commits_are_fenced(logs: LogDirectory) -> None:
-    with Endpoint(logs, _config()) as first:
+def test_generations_survive_the_coordinator_and_a_dead_coordinators_commits_are_fenced(
+    shared_logs: LogDirectory,
+) -> None:
+    with Endpoint(shared_logs, _config()) as first:
         joined = _join_fully(first)
         _sync(first, joined, {joined.member_id: b""})
         assert _commit(first, joined.member_id, joined.generation_id, {("t", 0): 3})[("t", 0)] == ErrorCode.none
-    with Endpoint(logs, _config()) as second:
+    with Endpoint(shared_logs, _config()) as second:
         taken = _join_fully(second)
     assert taken.generation_id > joined.generation_id
-    with OffsetStore(logs) as store, pytest.raises(CommitFailedError):
+    with OffsetStore(shared_logs) as store, pytest.raises(CommitFailedError):
         # What a stalled process of the first coordinator would append for its member.
         store.commit("g", {TopicPartition("t", 0): OffsetAndMetadata(99)}, generation=joined.generation_id)
         assert store.committed("g")[TopicPartition("t", 0)].offset == 3
@@ -393,9 +408,9 @@ def _coordinator_node(endpoint: Endpoint, group: str) -> int:
 
 
 def test_endpoints_of_one_log_directory_agree_on_coordinators_and_the_others_answer_not_coordinator(
-    logs: LogDirectory,
+    shared_logs: LogDirectory,
 ) -> None:
-    with Endpoint(logs, _config()) as a, Endpoint(logs, _config()) as b:
+    with Endpoint(shared_logs, _config()) as a, Endpoint(shared_logs, _config()) as b:
         assert a.state is not None and b.state is not None
         nodes = {a.state.node_id: a, b.state.node_id: b}
         # Each sees the other once it renews its entry (every third of the lease) and reads the registry again.
