@@ -238,6 +238,25 @@ def test_java_group_of_three_with_a_member_joining_and_one_leaving_survives_its_
         assert (current, lag) == (end, "0"), described
 
 
+def test_java_group_on_an_object_store_survives_its_coordinator_killed(s3_endpoint: str, tmp_path: Path) -> None:
+    """The group scenario over an ``s3://`` log directory: the registry, the generations and the commits are
+    objects there, and the surviving endpoint takes the group over from them."""
+    with two_endpoints(f"s3://{BUCKET}{tmp_path}/logs", tmp_path) as endpoints:
+        topic = endpoints.create_topic("java-group-s3", 6)
+        group = "java-group-s3"
+        run = scenarios.consumer_group(
+            tmp_path,
+            endpoints.bootstrap,
+            topic,
+            group,
+            "cooperative-sticky",
+            count=600,
+            during=lambda: endpoints.kill_coordinator(group),
+        )
+        _check_java_records_in_log(endpoints, topic, run.acks)
+        assert run.consumed() == set(endpoints.records(topic))
+
+
 # -- kcat --------------------------------------------------------------------------------------------------------
 
 
