@@ -4,7 +4,6 @@ pysparklog endpoints, one of them killed midway, so a difference is the endpoint
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,18 +11,8 @@ import pytest
 from tests.interop import scenarios
 from tests.interop.java_clients import JAVA_CLIENTS
 from tests.interop.kafka_broker import TOPIC_COMMAND, KafkaBroker
-from tests.interop.kafka_tools import missing_tools
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    missing = missing_tools()
-    if missing is not None:
-        pytest.skip(f"Kafka interop tests need Java and Maven: {missing}")
-    with KafkaBroker.started(tmp_path_factory.mktemp("broker")) as started:
-        yield started
 
 
 def _topic(broker: KafkaBroker, name: str, partitions: int) -> str:
@@ -32,12 +21,12 @@ def _topic(broker: KafkaBroker, name: str, partitions: int) -> str:
 
 
 def test_idempotent_producer_acks_each_record_once_and_a_consumer_reads_them_back(
-    broker: KafkaBroker, tmp_path: Path
+    kafka_broker: KafkaBroker, tmp_path: Path
 ) -> None:
-    topic = _topic(broker, "java-produce", 3)
-    acks = scenarios.idempotent_produce(tmp_path, broker.bootstrap_server, topic, 300)
+    topic = _topic(kafka_broker, "java-produce", 3)
+    acks = scenarios.idempotent_produce(tmp_path, kafka_broker.bootstrap_server, topic, 300)
     consumer = JAVA_CLIENTS.start(
-        tmp_path, "consume", bootstrap=broker.bootstrap_server, topic=topic, group="g-read", max_records=300
+        tmp_path, "consume", bootstrap=kafka_broker.bootstrap_server, topic=topic, group="g-read", max_records=300
     )
     try:
         consumer.wait(scenarios.CLIENT_TIMEOUT_S)
@@ -49,15 +38,19 @@ def test_idempotent_producer_acks_each_record_once_and_a_consumer_reads_them_bac
         scenarios.check_java_record(record, acks[(record["partition"], record["offset"])])
 
 
-def test_read_committed_consumer_sees_the_committed_transactions_only(broker: KafkaBroker, tmp_path: Path) -> None:
-    topic = _topic(broker, "java-transactions", 3)
-    run = scenarios.transactions_read_committed(tmp_path, broker.bootstrap_server, topic, "g-tx", transactions=6)
+def test_read_committed_consumer_sees_the_committed_transactions_only(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = _topic(kafka_broker, "java-transactions", 3)
+    run = scenarios.transactions_read_committed(tmp_path, kafka_broker.bootstrap_server, topic, "g-tx", transactions=6)
     assert (len(run.committed), len(run.aborted)) == (20, 10)
 
 
 def test_a_group_of_three_with_a_member_joining_and_one_leaving_reads_every_record(
-    broker: KafkaBroker, tmp_path: Path
+    kafka_broker: KafkaBroker, tmp_path: Path
 ) -> None:
-    topic = _topic(broker, "java-group", 6)
-    run = scenarios.consumer_group(tmp_path, broker.bootstrap_server, topic, "g-group", "cooperative-sticky", count=600)
+    topic = _topic(kafka_broker, "java-group", 6)
+    run = scenarios.consumer_group(
+        tmp_path, kafka_broker.bootstrap_server, topic, "g-group", "cooperative-sticky", count=600
+    )
     assert run.consumed() == set(run.acks)

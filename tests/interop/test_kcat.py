@@ -3,30 +3,18 @@ produce and consume round trip ``tests/endpoint/test_real_clients.py`` runs agai
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.interop.kafka_broker import TOPIC_COMMAND, KafkaBroker
-from tests.interop.kafka_tools import missing_tools
 from tests.interop.kcat import KCAT, headers_of
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    missing = missing_tools()
-    if missing is not None:
-        pytest.skip(f"Kafka interop tests need Java and Maven: {missing}")
-    with KafkaBroker.started(tmp_path_factory.mktemp("broker")) as started:
-        yield started
-
-
-def test_kcat_produces_keys_and_headers_and_consumes_them_back(broker: KafkaBroker) -> None:
-    broker.tool(TOPIC_COMMAND, "--create", "--topic", "kcat", "--partitions", "2")
+def test_kcat_produces_keys_and_headers_and_consumes_them_back(kafka_broker: KafkaBroker) -> None:
+    kafka_broker.tool(TOPIC_COMMAND, "--create", "--topic", "kcat", "--partitions", "2")
     lines = "".join(f"k{i}:v{i}\n" for i in range(20)).encode()
-    common = ("-b", broker.bootstrap_server, "-t", "kcat")
+    common = ("-b", kafka_broker.bootstrap_server, "-t", "kcat")
     KCAT.run(*common, "-P", "-K:", "-H", "origin=kcat", "-H", "empty=", "-X", "acks=all", stdin=lines)
 
     messages = KCAT.records(*common, "-C", "-o", "beginning", "-e")
