@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,15 +51,30 @@ def _write_with_pysparklog(log_dir: LogDirectory) -> None:
                 producer.abort_transaction()
 
 
-def _compare(endpoint: Endpoint, log_dir: LogDirectory, isolation: str) -> list[dict[str, object]]:
+def _spark(failure: str, *arguments: str) -> list[Any]:
+    """``spark_kafka_compare.py`` run with ``arguments``: the JSON lines it printed.
+
+    Raises:
+        AssertionError: It failed; ``failure`` says what that means, its output follows.
+    """
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.endpoint.spark_kafka_compare", "--bootstrap", endpoint.bootstrap,
-         "--log-dir", log_dir.path, "--topic", TOPIC, "--isolation", isolation],
-        capture_output=True, text=True, timeout=COMPARE_TIMEOUT_S, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"the two reads differ ({isolation}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        [sys.executable, "-m", "tests.endpoint.spark_kafka_compare", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=COMPARE_TIMEOUT_S,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        cwd=REPO_ROOT,
+    )
+    assert proc.returncode == 0, f"{failure}:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def _compare(endpoint: Endpoint, log_dir: LogDirectory, isolation: str) -> list[dict[str, object]]:
+    lines = _spark(
+        f"the two reads differ ({isolation})",
+        *("--bootstrap", endpoint.bootstrap, "--log-dir", log_dir.path, "--topic", TOPIC, "--isolation", isolation),
+    )
     *rows, count = lines
     assert count == {"rows": len(rows)}
     return rows
@@ -108,14 +124,10 @@ def test_a_new_spark_query_of_a_group_starts_where_a_java_consumer_of_it_committ
     committed = {commit["partition"]: commit["offset"] for commit in consumer.events("committed")}
     assert sum(committed.values()) >= 40, consumer.error("committed fewer records than it read")
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.endpoint.spark_kafka_compare", "--log-dir", log_dir.path, "--topic", topic,
-         "--group", group, "--checkpoint", str(tmp_path / "checkpoint")],
-        capture_output=True, text=True, timeout=COMPARE_TIMEOUT_S, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"the group's query failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
-    (printed,) = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    (printed,) = _spark(
+        "the group's query failed",
+        *("--log-dir", log_dir.path, "--topic", topic, "--group", group, "--checkpoint", str(tmp_path / "checkpoint")),
+    )
     read = {(partition, offset) for partition, offset in printed["group_read"]}
     expected = {(p, o) for p, o in acks if o >= committed.get(p, 0)}
     assert read == expected
