@@ -19,8 +19,9 @@ from pathlib import Path
 from tests.interop.client_process import ClientProcess
 
 START_TIMEOUT_S = 60.0
-#: What ``pysparklog serve`` prints once it listens: ``serving <dir> on <host>:<port> as <host>:<port>``.
-LISTENING = re.compile(r"^serving .* as (?P<bootstrap>\S+:\d+)$")
+#: What ``pysparklog serve`` prints once it listens: ``serving <dir> on <host>:<port> as <host>:<port>``, and the
+#: security protocol in parentheses where the command says it.
+LISTENING = re.compile(r"^serving .* as (?P<bootstrap>\S+:\d+)(?: \(\S+\))?$")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
