@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
@@ -96,11 +95,7 @@ class Endpoints:
 
     def kill_connected(self, client: ClientProcess) -> EndpointProcess:
         """SIGKILL to an endpoint ``client`` has a connection to (the one its requests are in flight to)."""
-        ports = {
-            connection.raddr.port
-            for connection in psutil.Process(client.process.pid).net_connections(kind="tcp")
-            if connection.raddr and connection.status == psutil.CONN_ESTABLISHED
-        }
+        ports = _connected_ports(client.process.pid)
         victim = next(endpoint for endpoint in self.members if endpoint.port in ports)
         victim.kill()
         return victim
@@ -116,6 +111,30 @@ class Endpoints:
                     for row in batch.to_pylist():
                         found[(partition, row["offset"])] = row
         return found
+
+
+#: /proc/net/tcp's state of an established connection.
+TCP_ESTABLISHED = "01"
+
+
+def _connected_ports(pid: int) -> set[int]:
+    """The remote ports of the established TCP connections of process ``pid`` (Linux's /proc: the inodes of the
+    process's sockets, looked up in the kernel's TCP tables)."""
+    sockets = set()
+    for descriptor in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(descriptor)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            sockets.add(target[len("socket:[") : -1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()  # sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            if fields[3] == TCP_ESTABLISHED and fields[9] in sockets:
+                ports.add(int(fields[2].rpartition(":")[2], 16))
+    return ports
 
 
 @contextmanager
