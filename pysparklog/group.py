@@ -50,6 +50,7 @@ from urllib.parse import quote, unquote
 from pysparklog._compat import StrEnum
 from pysparklog.assignors import RebalanceProtocol, Subscription, assignor_for
 from pysparklog.assignors.java_compat import hash_map_order
+from pysparklog.endpoints import kafka_protocol_groups
 from pysparklog.errors import (
     CommitFailedError,
     CorruptRecordError,
@@ -311,10 +312,17 @@ class GroupCoordinator:
 
         Raises:
             InconsistentGroupProtocolError: The member supports none of the assignors every member
-                of the group supports.
+                of the group supports, or Kafka clients use the group id through a ``pysparklog serve`` endpoint.
             InvalidConfigError: An assignor name is unknown.
         """
         assignors = [assignor_for(name).name for name in request.assignors]  # Java class names too
+        if self.group_id in kafka_protocol_groups(self.log_dir):
+            # Coordinated in an endpoint's memory, where this file cannot see its members: the two coordinators
+            # would hand the same partitions out twice.
+            raise InconsistentGroupProtocolError(
+                f"group '{self.group_id}' has members that are Kafka clients of a pysparklog serve endpoint; use "
+                "another group.id"
+            )
         now = self._clock()
         with self._transaction() as group:
             expired = group.expire(now)

@@ -33,9 +33,10 @@ from kio.schema.errors import ErrorCode
 from pysparklog._compat import StrEnum
 from pysparklog.endpoint.context import EndpointState
 from pysparklog.endpoint.registry import Registry
-from pysparklog.errors import CommitFailedError, PySparkLogError
-from pysparklog.group import describe_group
+from pysparklog.errors import CommitFailedError, InvalidConfigError, PySparkLogError
+from pysparklog.group import GroupDescription, describe_group, validate_group_id
 from pysparklog.offsets import OffsetStore
+from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("pysparklog.endpoint.groups")
@@ -49,6 +50,17 @@ class Phase(StrEnum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+
+
+def storage_group(log_dir: LogDirectory, group_id: str) -> GroupDescription | None:
+    """The group of pysparklog's own consumers (``pysparklog.group``, coordinated through the log directory) with
+    this id, None when there is none, or when the id is one they cannot use (over 200 bytes: Kafka's ids may be
+    longer)."""
+    try:
+        validate_group_id(group_id)
+    except InvalidConfigError:
+        return None
+    return describe_group(log_dir, group_id)
 
 
 class GroupError(Exception):
@@ -173,9 +185,20 @@ class GroupCoordinator:
         return self.endpoint.state(Registry)
 
     def close(self) -> None:
-        for group in list(self.groups.values()):
-            self._unload(group, ErrorCode.not_coordinator)
+        """Forget every group and close the offsets store. Called off the event loop once every connection is closed:
+        no request waits on a group any more, so only the timers are stopped."""
+        for group in self.groups.values():
+            timers = [m.expiry for m in group.members.values()] + [*group.pending.values(), group.join_deadline]
+            for timer in timers:
+                if timer is not None:
+                    timer.cancel()
+        self.groups.clear()
         self.offsets.close()
+
+    def _publish(self) -> None:
+        """Tell the registry which groups have members here: it lists them at its next renewal, and pysparklog's own
+        consumers refuse to join those."""
+        self.registry.active_groups = tuple(sorted(g for g, group in self.groups.items() if group.members))
 
     # -- taking and giving up groups --------------------------------------------------------------
 
@@ -227,6 +250,7 @@ class GroupCoordinator:
             group.join_deadline.cancel()
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
+        self._publish()
 
     # -- JoinGroup --------------------------------------------------------------------------------
 
@@ -260,11 +284,11 @@ class GroupCoordinator:
         """A group id that pysparklog's own consumers (``pysparklog.group``, coordinated through the log directory)
         use with live members cannot also be a Kafka-protocol group: the two coordinators would hand the same
         partitions out twice. Refused as Kafka refuses a join whose protocol the group's members do not speak."""
-        storage_group = await self.endpoint.run_blocking(describe_group, self.endpoint.log_dir, group_id)
-        if storage_group is not None and storage_group.members:
+        found = await self.endpoint.run_blocking(storage_group, self.endpoint.log_dir, group_id)
+        if found is not None and found.members:
             raise GroupError(
                 ErrorCode.inconsistent_group_protocol,
-                f"group {group_id} has {len(storage_group.members)} live member(s) of pysparklog's own consumers "
+                f"group {group_id} has {len(found.members)} live member(s) of pysparklog's own consumers "
                 "(coordinated through the log directory); a Kafka client must use another group.id",
             )
 
@@ -413,6 +437,7 @@ class GroupCoordinator:
         group.generation = generation
         if not group.members:
             group.phase, group.protocol_type, group.protocol_name, group.leader_id = Phase.EMPTY, None, None, None
+            self._publish()
             return
         group.phase = Phase.COMPLETING_REBALANCE
         group.protocol_name = group.select_protocol()
@@ -423,6 +448,7 @@ class GroupCoordinator:
             member.joining.set_result(self._join_result(group, member))
             member.joining = None
             self._schedule_expiry(group, member)
+        self._publish()
 
     # -- members leaving --------------------------------------------------------------------------
 
@@ -613,5 +639,10 @@ class GroupCoordinator:
                 partial(self.offsets.commit, group_id, offsets, generation=group.generation)
             )
         except CommitFailedError:
-            return ErrorCode.illegal_generation
+            return ErrorCode.illegal_generation  # the group moved past this generation (another coordinator's)
+        except InvalidConfigError:
+            return ErrorCode.invalid_commit_offset_size  # over max.message.bytes of __consumer_offsets, as Kafka says
+        except (PySparkLogError, OSError) as error:
+            log.warning("a commit of group %s cannot be appended: %s", group_id, error)
+            return ErrorCode.coordinator_not_available  # the client finds the coordinator and retries
         return ErrorCode.none

@@ -7,9 +7,8 @@ one lists itself in the log directory's ``pysparklog-endpoints.json`` with a lea
 chooses the same one; when a coordinator dies, its lease runs out and its groups move to the others, whose members
 find them through FindCoordinator (the old coordinator's members get NOT_COORDINATOR or lose their connection).
 
-The file::
-
-    {"version": 1, "endpoints": [{"node_id": 1, "host": "a", "port": 9092, "expires_ms": 1700000000000}, ...]}
+The file (``pysparklog.endpoints``, readable without kio) lists each endpoint's node id, address, lease expiry and
+the Kafka-protocol groups with members it coordinates, which pysparklog's own consumers refuse to join.
 
 Each endpoint registers at start and renews its entry every third of the lease, with a read-modify-write that is
 conditional on the version read (create-if-absent for the first, replace-if-version after: ``Storage.put``), read
@@ -20,54 +19,19 @@ synchronised clocks (NTP) with a skew well below the lease.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-import time
 import zlib
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from pysparklog.errors import CorruptRecordError, InvalidConfigError, PySparkLogError, StorageConflictError
+from pysparklog.endpoints import REGISTRY_FILE, RegisteredEndpoint, decode_registry, encode_registry, now_ms
+from pysparklog.errors import InvalidConfigError, PySparkLogError, StorageConflictError
 from pysparklog.storage.io import PutMode, Storage
 
 if TYPE_CHECKING:
     from pysparklog.endpoint.context import EndpointState
 
-REGISTRY_FILE = "pysparklog-endpoints.json"
-_REGISTRY_VERSION = 1
-
 log = logging.getLogger("pysparklog.endpoint.registry")
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class RegisteredEndpoint:
-    """One endpoint's entry: the node id it answers as, where clients reach it, and when its lease ends."""
-
-    node_id: int
-    host: str
-    port: int
-    expires_ms: int
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _decode(data: bytes | None, path: str) -> list[RegisteredEndpoint]:
-    if data is None:
-        return []
-    try:
-        raw = json.loads(data)
-        if raw["version"] != _REGISTRY_VERSION:
-            raise ValueError(f"version {raw['version']}, expected {_REGISTRY_VERSION}")
-        return [RegisteredEndpoint(**entry) for entry in raw["endpoints"]]
-    except (ValueError, KeyError, TypeError) as error:
-        raise CorruptRecordError(f"the registry of endpoints is unreadable: {error}", file=path) from None
-
-
-def _encode(entries: list[RegisteredEndpoint]) -> bytes:
-    return json.dumps({"version": _REGISTRY_VERSION, "endpoints": [asdict(e) for e in sorted(entries)]}).encode()
 
 
 def choose(key: str, live: list[RegisteredEndpoint]) -> RegisteredEndpoint:
@@ -94,6 +58,9 @@ class Registry:
         self.port = endpoint.advertised_port
         self.lease_ms = endpoint.config.registry_lease_ms
         self._live: list[RegisteredEndpoint] = []
+        #: The Kafka-protocol groups with members this endpoint coordinates, sorted, published at each renewal so
+        #: that pysparklog's own consumers refuse their ids (set by the group coordinator, read by the renewer).
+        self.active_groups: tuple[str, ...] = ()
         self._mutex = threading.Lock()
         self._stopping = threading.Event()
         self._storage.make_directory(self._storage.join())
@@ -109,21 +76,23 @@ class Registry:
         while True:
             found = self._storage.read_versioned(self.path)
             data, version = found if found is not None else (None, None)
-            now = _now_ms()
+            now = now_ms()
             # This endpoint's own entry goes, and so does an entry of its address under another node id: this
             # address's previous life, restarted with another node id, which no client can reach any more.
             entries = [
                 e
-                for e in _decode(data, self.path)
+                for e in decode_registry(data, self.path)
                 if e.expires_ms > now and e.node_id != self.node_id and (e.host, e.port) != (self.host, self.port)
             ]
             if keep_self:
-                entries.append(RegisteredEndpoint(self.node_id, self.host, self.port, now + self.lease_ms))
+                entries.append(
+                    RegisteredEndpoint(self.node_id, self.host, self.port, now + self.lease_ms, self.active_groups)
+                )
             try:
                 if version is None:
-                    self._storage.put(self.path, _encode(entries), mode=PutMode.CREATE)
+                    self._storage.put(self.path, encode_registry(entries), mode=PutMode.CREATE)
                 else:
-                    self._storage.put(self.path, _encode(entries), expected_version=version)
+                    self._storage.put(self.path, encode_registry(entries), expected_version=version)
             except StorageConflictError:
                 continue  # another endpoint wrote first: decide again on what it wrote
             return sorted(entries)
@@ -135,8 +104,8 @@ class Registry:
             InvalidConfigError: Another live endpoint answers as this node id at another address.
         """
         found = self._storage.read_versioned(self.path)
-        now = _now_ms()
-        for entry in _decode(found[0] if found else None, self.path):
+        now = now_ms()
+        for entry in decode_registry(found[0] if found else None, self.path):
             if entry.node_id == self.node_id and (entry.host, entry.port) != (self.host, self.port):
                 if entry.expires_ms > now and not self._live:
                     raise InvalidConfigError(
@@ -171,7 +140,7 @@ class Registry:
     def live(self) -> list[RegisteredEndpoint]:
         """The endpoints whose lease had not run out at the last renewal and still has not, sorted by node id; empty
         when this endpoint's own lease ran out (it could not renew: it must not coordinate anything)."""
-        now = _now_ms()
+        now = now_ms()
         with self._mutex:
             return [e for e in self._live if e.expires_ms > now]
 

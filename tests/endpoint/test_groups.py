@@ -46,8 +46,9 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
-from pysparklog.endpoint.registry import REGISTRY_FILE, Registry
-from pysparklog.errors import CommitFailedError, InvalidConfigError
+from pysparklog.endpoint.registry import Registry
+from pysparklog.endpoints import REGISTRY_FILE, kafka_protocol_groups
+from pysparklog.errors import CommitFailedError, InconsistentGroupProtocolError, InvalidConfigError
 from pysparklog.group import GroupCoordinator as StorageGroupCoordinator
 from pysparklog.group import JoinRequest as StorageJoinRequest
 from pysparklog.offsets import OffsetStore
@@ -81,7 +82,9 @@ def shared_logs(request: pytest.FixtureRequest, tmp_path: Path) -> LogDirectory:
 
 
 def _config(**overrides: Any) -> EndpointConfig:
-    return EndpointConfig(port=0, group_min_session_timeout_ms=100, registry_lease_ms=1000, **overrides)
+    # A lease long enough that a renewal delayed by a loaded machine does not drop the endpoint from its own view
+    # (it would answer NOT_COORDINATOR); the tests of a dead endpoint's groups moving kill one with a short lease.
+    return EndpointConfig(port=0, group_min_session_timeout_ms=100, registry_lease_ms=4000, **overrides)
 
 
 @pytest.fixture
@@ -437,8 +440,10 @@ def test_an_expired_entry_is_dropped_and_a_live_node_id_is_not_taken_twice(logs:
     storage.put(path, stale)
     with Endpoint(logs, _config(node_id=8)) as live:
         assert b'"gone"' not in storage.read(path)
+        refused = Endpoint(logs, _config(node_id=8, advertised_host="elsewhere"))
         with pytest.raises(InvalidConfigError, match="node id 8 is already served"):
-            Endpoint(logs, _config(node_id=8, advertised_host="elsewhere")).start()
+            refused.start()
+        refused.stop()  # its thread ends (with the error) within this test
         assert _coordinator_node(live, "g") == 8
     assert b'"node_id": 8' not in storage.read(path)
 
@@ -455,6 +460,29 @@ def test_a_group_id_used_by_pysparklog_consumers_is_refused_to_kafka_clients(
         assert _join(endpoint, group="shared").error_code == ErrorCode.inconsistent_group_protocol
         listed = _ask(endpoint, ListGroupsRequest(states_filter=(), types_filter=()), ListGroupsResponse)
         assert ("shared", "Stable") in {(g.group_id, g.group_state) for g in listed.groups}
+    finally:
+        coordinator.close()
+
+
+def test_pysparklog_consumers_cannot_join_a_group_kafka_clients_hold_through_an_endpoint(
+    endpoint: Endpoint, logs: LogDirectory
+) -> None:
+    """The endpoint lists its groups with members in the registry at each renewal; pysparklog's own coordinator
+    refuses their ids, and takes them again once the Kafka members left."""
+    joined = _join_fully(endpoint, group="kafka-side")
+    assert joined.error_code == ErrorCode.none
+    _wait_for(lambda: "kafka-side" in kafka_protocol_groups(logs))
+    coordinator = StorageGroupCoordinator(logs, "kafka-side")
+    try:
+        with pytest.raises(InconsistentGroupProtocolError, match="Kafka clients"):
+            coordinator.join(StorageJoinRequest("py", ("range",), 30_000), ["t"])
+        leave = LeaveGroupRequest(
+            group_id=GroupId("kafka-side"),
+            members=(MemberIdentity(member_id=joined.member_id, group_instance_id=None, reason=None),),
+        )
+        assert _ask(endpoint, leave, LeaveGroupResponse).members[0].error_code == ErrorCode.none
+        _wait_for(lambda: "kafka-side" not in kafka_protocol_groups(logs))
+        assert coordinator.join(StorageJoinRequest("py", ("range",), 30_000), ["t"]).generation > 0
     finally:
         coordinator.close()
 
@@ -583,3 +611,31 @@ def test_a_killed_coordinators_groups_move_and_its_generation_is_fenced(logs: Lo
         process.wait(10)
         assert process.stdout is not None
         process.stdout.close()
+
+
+def test_what_a_client_may_send_is_answered_with_an_error_code_not_a_closed_connection(endpoint: Endpoint) -> None:
+    """A group id longer than pysparklog's own consumers allow, a leader epoch below -1, topic names no topic can
+    have, an empty group id."""
+    long_group = "g" * 300
+    assert _join_fully(endpoint, group=long_group).error_code == ErrorCode.none
+    joined = _join_fully(endpoint)
+    _sync(endpoint, joined, {joined.member_id: b""})
+    partitions = (
+        OffsetCommitRequestPartition(
+            partition_index=i32(0), committed_offset=i64(1), committed_leader_epoch=i32(-5), committed_metadata=None
+        ),
+    )
+    request = OffsetCommitRequest(
+        group_id=GroupId("g"),
+        generation_id_or_member_epoch=joined.generation_id,
+        member_id=joined.member_id,
+        group_instance_id=None,
+        topics=tuple(
+            OffsetCommitRequestTopic(name=TopicName(name), partitions=partitions) for name in ("t", "../t", "x" * 300)
+        ),
+    )
+    errors = [p.error_code for t in _ask(endpoint, request, OffsetCommitResponse).topics for p in t.partitions]
+    assert errors == [ErrorCode.none, ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_or_partition]
+    assert _join(endpoint, group="").error_code == ErrorCode.invalid_group_id
+    fetch = OffsetFetchRequest(group_id=GroupId(""), topics=None, require_stable=False)
+    assert _ask(endpoint, fetch, OffsetFetchResponse).error_code == ErrorCode.invalid_group_id

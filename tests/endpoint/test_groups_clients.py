@@ -31,7 +31,7 @@ REPO = Path(__file__).parents[2]
 
 
 def _config() -> EndpointConfig:
-    return EndpointConfig(port=0, registry_lease_ms=1000)
+    return EndpointConfig(port=0, registry_lease_ms=4000)  # the killed endpoint's is short: see its test
 
 
 def _produce(bootstrap: str, start: int, count: int) -> None:

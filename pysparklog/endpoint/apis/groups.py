@@ -9,6 +9,7 @@ OffsetCommit v10 and OffsetFetch v10, which name topics by id only.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -17,12 +18,14 @@ from kio.schema.errors import ErrorCode
 from pysparklog.endpoint.apis import Api
 from pysparklog.endpoint.apis.versions import NO_THROTTLE
 from pysparklog.endpoint.context import RequestContext
-from pysparklog.endpoint.group_coordinator import GroupCoordinator, GroupError, JoinRequest, Phase
+from pysparklog.endpoint.group_coordinator import GroupCoordinator, GroupError, JoinRequest, Phase, storage_group
 from pysparklog.endpoint.registry import Registry
-from pysparklog.errors import UnknownTopicError
+from pysparklog.errors import InvalidPartitionsError, InvalidTopicError, PySparkLogError, UnknownTopicError
 from pysparklog.group import describe_group, list_group_ids
 from pysparklog.offsets import OFFSET_METADATA_MAX_BYTES
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("pysparklog.endpoint.groups")
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
@@ -202,8 +205,8 @@ def _partition_counts(context: RequestContext, topics: set[str]) -> dict[str, in
     for topic in topics:
         try:
             counts[topic] = store.get(topic).partitions
-        except UnknownTopicError:
-            pass
+        except (UnknownTopicError, InvalidTopicError, InvalidPartitionsError):
+            pass  # none of its partitions exists: each is UNKNOWN_TOPIC_OR_PARTITION
     return counts
 
 
@@ -224,7 +227,8 @@ async def offset_commit(context: RequestContext, request: Any) -> Any:
             elif p.committed_offset < 0:
                 errors[(topic.name, p.partition_index)] = ErrorCode.invalid_commit_offset_size
             else:
-                epoch = getattr(p, "committed_leader_epoch", -1)
+                # Kafka takes a negative leader epoch as none (``RecordBatch.NO_PARTITION_LEADER_EPOCH``, -1).
+                epoch = max(getattr(p, "committed_leader_epoch", -1), -1)
                 offsets[TopicPartition(topic.name, p.partition_index)] = OffsetAndMetadata(
                     p.committed_offset, metadata, epoch
                 )
@@ -263,7 +267,11 @@ def _fetch_group(context: RequestContext, group_id: str, wanted: Any) -> tuple[E
     (topic, [(partition, offset, leader epoch, metadata)]) in the order asked."""
     if not group_id:
         return ErrorCode.invalid_group_id, []
-    committed = _coordinator(context).offsets.committed(group_id)
+    try:
+        committed = _coordinator(context).offsets.committed(group_id)
+    except (PySparkLogError, OSError) as error:
+        log.warning("offsets of group %s cannot be read: %s", group_id, error)
+        return ErrorCode.coordinator_not_available, []  # the client retries
     if wanted is None:
         by_topic: dict[str, list[Any]] = {}
         for tp, c in committed.items():
@@ -334,8 +342,8 @@ def _stored_state(context: RequestContext, group_id: str) -> tuple[str, tuple[An
     """What the log directory knows of a group this endpoint does not hold: a group of pysparklog's own consumers
     (its state and members, without Kafka's metadata and assignment bytes), or a group with committed offsets
     (Empty); None when it knows nothing of it."""
-    storage_group = describe_group(context.endpoint.log_dir, group_id)
-    if storage_group is not None and storage_group.members:
+    found = storage_group(context.endpoint.log_dir, group_id)
+    if found is not None and found.members:
         members = tuple(
             context.message.make(
                 "DescribedGroupMember",
@@ -346,9 +354,9 @@ def _stored_state(context: RequestContext, group_id: str) -> tuple[str, tuple[An
                 member_metadata=b"",
                 member_assignment=b"",
             )
-            for m in storage_group.members
+            for m in found.members
         )
-        return storage_group.state, members
+        return found.state, members
     if _coordinator(context).offsets.committed(group_id):
         return str(Phase.EMPTY), ()
     return None
@@ -415,9 +423,9 @@ def _listed(context: RequestContext) -> dict[str, str]:
     log_dir = context.endpoint.log_dir
     states = {group_id: str(Phase.EMPTY) for group_id in coordinator.offsets.groups()}
     for group_id in list_group_ids(log_dir):
-        storage_group = describe_group(log_dir, group_id)
-        if storage_group is not None and storage_group.members:
-            states[group_id] = storage_group.state
+        found = describe_group(log_dir, group_id)
+        if found is not None and found.members:
+            states[group_id] = found.state
     return states
 
 
