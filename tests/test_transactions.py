@@ -375,3 +375,22 @@ def test_a_bump_asked_again_after_its_producers_transaction_timed_out_is_fenced(
     assert coordinator.abort_expired() == ["tx"]
     with pytest.raises(ProducerFencedError):
         coordinator.init_producer_id("tx", 100, expected=first)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_the_producers_offsets_commit_with_its_transaction(logs: LogDirectory, commit: bool) -> None:
+    """Producer.send_offsets_to_transaction: a consume-transform-produce loop's input offsets go with its output."""
+    with _producer(logs) as producer, OffsetStore(logs) as offsets:
+        with pytest.raises(PySparkLogError, match="before completing a call to initTransactions"):
+            producer.send_offsets_to_transaction({TopicPartition("t", 0): OffsetAndMetadata(1)}, "g")
+        producer.init_transactions()
+        producer.begin_transaction()
+        _send(producer, 1, b"out")
+        producer.send_offsets_to_transaction({TopicPartition("t", 0): OffsetAndMetadata(12, "m")}, "g")
+        assert offsets.committed("g") == {}
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+        assert offsets.committed("g") == ({TopicPartition("t", 0): OffsetAndMetadata(12, "m")} if commit else {})
+    assert _values(logs, 1, READ_COMMITTED) == ([b"out"] if commit else [])

@@ -45,7 +45,8 @@ With ``transactional.id`` the producer is Kafka's transactional producer: ``init
 takes a session (producer id, bumped epoch) from ``pysparklog.transactions``, fencing older producers
 of the id; ``begin_transaction``, then sends (each partition registered before its first append),
 then ``commit_transaction`` or ``abort_transaction`` write COMMIT or ABORT markers, which
-``read_committed`` readers follow. ``prepare_transaction`` flushes and hands the open transaction to
+``read_committed`` readers follow; ``send_offsets_to_transaction`` makes a consumer group's offsets part of the
+transaction, committed with it. ``prepare_transaction`` flushes and hands the open transaction to
 another process to end (KIP-939's two-phase commit): Spark's driver commits its tasks' transactions so.
 
 Modules

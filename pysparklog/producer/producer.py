@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +27,7 @@ from pysparklog.producer.transaction_manager import TransactionManager
 from pysparklog.storage import AppendInfo
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.default_records import RECORD_BATCH_OVERHEAD
+from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from pysparklog.transactions import PreparedTransaction
 
 _log = logging.getLogger(__name__)
@@ -202,6 +203,18 @@ class Producer:
     def begin_transaction(self) -> None:
         """Begin a transaction (Kafka's ``beginTransaction``); records sent from now on belong to it."""
         self._transactions.begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group_id: str) -> None:
+        """Commit a consumer group's offsets as part of the transaction (Kafka's ``sendOffsetsToTransaction`` with a
+        group id): they become the group's committed offsets if the transaction commits, and never if it aborts, so a
+        consume-transform-produce loop neither loses nor repeats input across a failure.
+
+        Raises:
+            PySparkLogError: The producer has no ``transactional.id``, or no transaction is open.
+            ProducerFencedError: A newer producer of the id, or a timeout, aborted the transaction.
+            InvalidConfigError, InvalidOffsetError, InvalidTopicError: An offset ``OffsetStore.commit`` refuses.
+        """
+        self._transactions.send_offsets(offsets, group_id)
 
     def prepare_transaction(self) -> PreparedTransaction:
         """Append everything sent and leave the transaction open for another process to end with

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import threading
+from collections.abc import Mapping
 
 from pysparklog.errors import PySparkLogError
 from pysparklog.producer.accumulator import RecordAccumulator
@@ -22,7 +23,7 @@ from pysparklog.producer.config import ProducerConfig
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.producer_ids import allocate_producer_id
 from pysparklog.storage.records.default_records import NO_PRODUCER_ID
-from pysparklog.structs import TopicPartition
+from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from pysparklog.transactions import PreparedTransaction, ProducerSession, TransactionCoordinator
 
 
@@ -109,6 +110,17 @@ class TransactionManager:
             if self._txn_state is not _TxnState.READY:
                 raise self._wrong_state("beginTransaction")
             self._txn_state, self._txn_partitions = _TxnState.IN_TRANSACTION, set()
+
+    def send_offsets(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group_id: str) -> None:
+        """Commit a group's offsets with the transaction (``Producer.send_offsets_to_transaction``): Kafka's
+        AddOffsetsToTxn, then TxnOffsetCommit, to the coordinator, which commits them when the transaction does."""
+        coordinator = self.require("sendOffsetsToTransaction")
+        with self._append_lock:
+            if self._txn_state is not _TxnState.IN_TRANSACTION:
+                raise self._wrong_state("sendOffsetsToTransaction")
+            assert self._config.transactional_id is not None
+            coordinator.add_offsets(self._config.transactional_id, self._session(), group_id)
+            coordinator.commit_offsets(self._config.transactional_id, self._session(), group_id, dict(offsets))
 
     def prepare(self) -> PreparedTransaction:
         """Leave the transaction to another process to end (``Producer.prepare_transaction``, once flushed)."""

@@ -4,6 +4,8 @@ with the records, markers and offsets checked in the log directory by pysparklog
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import logging
 import random
 import time
@@ -38,6 +40,14 @@ from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
+from pysparklog.endpoint.apis.transactions import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    APIS,
+    END_TXN,
+    INIT_PRODUCER_ID,
+    TXN_OFFSET_COMMIT,
+)
 from pysparklog.errors import InvalidConfigError, ProducerFencedError
 from pysparklog.offsets import OffsetStore
 from pysparklog.producer import Producer as LogProducer
@@ -576,3 +586,117 @@ def test_truncated_and_mutated_requests_of_the_transaction_apis_cost_at_most_the
         assert _init(healthy, None).error_code == ErrorCode.none
     assert answered > 0, "no mutated request reached a handler"
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+# -- every version served ---------------------------------------------------------------------------------------------
+
+
+def _versioned(api: str, version: int, kind: str, class_name: str, **fields: Any) -> Any:
+    """An instance of kio's ``class_name`` of ``api`` at ``version`` from those of ``fields`` it has."""
+    cls = getattr(importlib.import_module(f"kio.schema.{api}.v{version}.{kind}"), class_name)
+    return cls(**{f.name: fields[f.name] for f in dataclasses.fields(cls) if f.name in fields})
+
+
+def _response_type(api: str, version: int, class_name: str) -> Any:
+    return getattr(importlib.import_module(f"kio.schema.{api}.v{version}.response"), class_name)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version"), [(api.api_key, v) for api in APIS for v in range(api.min_version, api.max_version + 1)]
+)
+def test_every_version_served_is_answered_in_that_version(client: WireClient, api_key: int, version: int) -> None:
+    """A transaction walked through with the one API at ``version`` (the others at their highest): a field that
+    version lacks, or one it adds, would cost the client its connection or a wrong answer."""
+
+    def versions(key: int) -> int:
+        return version if key == api_key else next(a.max_version for a in APIS if a.api_key == key)
+
+    tid, group = TransactionalId("tx"), GroupId(GROUP)
+    v = versions(INIT_PRODUCER_ID)
+    init = _versioned(
+        "init_producer_id",
+        v,
+        "request",
+        "InitProducerIdRequest",
+        transactional_id=tid,
+        transaction_timeout=i32Timedelta.parse(timedelta(minutes=1)),
+    )
+    session = client.request(init, _response_type("init_producer_id", v, "InitProducerIdResponse"))
+    assert session.error_code == ErrorCode.none
+    ids = {"producer_id": session.producer_id, "producer_epoch": session.producer_epoch}
+
+    v = versions(ADD_PARTITIONS_TO_TXN)
+    topic = _versioned(
+        "add_partitions_to_txn", v, "request", "AddPartitionsToTxnTopic", name=TopicName(TOPIC), partitions=(i32(0),)
+    )
+    if v < 4:
+        add = _versioned(
+            "add_partitions_to_txn",
+            v,
+            "request",
+            "AddPartitionsToTxnRequest",
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=session.producer_id,
+            v3_and_below_producer_epoch=session.producer_epoch,
+            v3_and_below_topics=(topic,),
+        )
+    else:
+        transaction = _versioned(
+            "add_partitions_to_txn",
+            v,
+            "request",
+            "AddPartitionsToTxnTransaction",
+            transactional_id=tid,
+            verify_only=False,
+            topics=(topic,),
+            **ids,
+        )
+        add = _versioned(
+            "add_partitions_to_txn", v, "request", "AddPartitionsToTxnRequest", transactions=(transaction,)
+        )
+    added = client.request(add, _response_type("add_partitions_to_txn", v, "AddPartitionsToTxnResponse"))
+    results = added.results_by_topic_v3_and_below if v < 4 else added.results_by_transaction[0].topic_results
+    assert [p.partition_error_code for t in results for p in t.results_by_partition] == [ErrorCode.none]
+
+    v = versions(ADD_OFFSETS_TO_TXN)
+    offsets = _versioned(
+        "add_offsets_to_txn", v, "request", "AddOffsetsToTxnRequest", transactional_id=tid, group_id=group, **ids
+    )
+    assert client.request(offsets, _response_type("add_offsets_to_txn", v, "AddOffsetsToTxnResponse")).error_code == (
+        ErrorCode.none
+    )
+
+    v = versions(TXN_OFFSET_COMMIT)
+    partition = _versioned(
+        "txn_offset_commit",
+        v,
+        "request",
+        "TxnOffsetCommitRequestPartition",
+        partition_index=i32(0),
+        committed_offset=i64(4),
+        committed_leader_epoch=i32(-1),
+        committed_metadata="",
+    )
+    commit_topic = _versioned(
+        "txn_offset_commit", v, "request", "TxnOffsetCommitRequestTopic", name=TopicName(TOPIC), partitions=(partition,)
+    )
+    commit = _versioned(
+        "txn_offset_commit",
+        v,
+        "request",
+        "TxnOffsetCommitRequest",
+        transactional_id=tid,
+        group_id=group,
+        generation_id=i32(-1),
+        member_id="",
+        group_instance_id=None,
+        topics=(commit_topic,),
+        **ids,
+    )
+    committed = client.request(commit, _response_type("txn_offset_commit", v, "TxnOffsetCommitResponse"))
+    assert [p.error_code for t in committed.topics for p in t.partitions] == [ErrorCode.none]
+
+    v = versions(END_TXN)
+    # Aborted: a commit would create __consumer_offsets (50 partitions) in each case for what the other tests show.
+    end = _versioned("end_txn", v, "request", "EndTxnRequest", transactional_id=tid, committed=False, **ids)
+    assert client.request(end, _response_type("end_txn", v, "EndTxnResponse")).error_code == ErrorCode.none

@@ -19,12 +19,14 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 from pysparklog import Consumer as LogConsumer
 from pysparklog import ConsumerConfig
 from pysparklog.endpoint import Endpoint, EndpointConfig
+from pysparklog.endpoint.apis.transactions import ADD_PARTITIONS_TO_TXN, END_TXN
 from pysparklog.offsets import OffsetStore
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.transaction_index import READ_COMMITTED
 from pysparklog.structs import OffsetAndMetadata
 from pysparklog.structs import TopicPartition as LogTopicPartition
 from tests.conftest import BUCKET
+from tests.endpoint.lossy_proxy import LossyProxy
 
 TOPIC = "ledger"
 OUTPUT = "ledger-out"
@@ -358,3 +360,19 @@ def test_transactions_go_on_through_the_other_endpoint_when_one_is_killed(log_di
         server.wait()
         assert server.stdout is not None
         server.stdout.close()
+
+
+@pytest.mark.parametrize("api_key", [ADD_PARTITIONS_TO_TXN, END_TXN], ids=["AddPartitionsToTxn", "EndTxn"])
+def test_lost_answers_of_the_coordinator_are_asked_again_without_harm(log_dir: LogDirectory, api_key: int) -> None:
+    """Every other answer of AddPartitionsToTxn or EndTxn lost on the way back (the request was served): librdkafka
+    sends it again on a new connection, and the coordinator answers the repeat as done."""
+    log_dir.topics.create(TOPIC, PARTITIONS)
+    with LossyProxy(api_key, every=2, limit=2) as proxy:
+        with Endpoint(log_dir, EndpointConfig(port=0, advertised_port=proxy.port)) as endpoint:
+            proxy.forward_to(f"127.0.0.1:{endpoint.port}")
+            producer = _producer(endpoint, "unlucky")
+            batches = [[f"t{t}-{i}".encode() for i in range(6)] for t in range(4)]
+            for values in batches:
+                _commit_as_a_user_does(producer, values)
+            assert proxy.lost == 2
+            assert _read_committed_through_endpoint(endpoint) == sorted(v for values in batches for v in values)
