@@ -156,6 +156,18 @@ def endpoints(tmp_path: Path) -> Iterator[Endpoints]:
         yield started
 
 
+@pytest.fixture(params=["filesystem", "object-store"])
+def endpoints_anywhere(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Endpoints]:
+    """Two endpoints over a log directory on the filesystem, then on the object store (the moto server)."""
+    if request.param == "filesystem":
+        log_dir = str(tmp_path / "logs")
+    else:
+        request.getfixturevalue("s3_endpoint")
+        log_dir = f"s3://{BUCKET}{tmp_path}/logs"
+    with two_endpoints(log_dir, tmp_path) as started:
+        yield started
+
+
 def _millis(timestamp: Any) -> int:
     return int(timestamp.timestamp() * 1000)
 
@@ -280,8 +292,9 @@ def test_java_group_on_an_object_store_survives_its_coordinator_killed(s3_endpoi
 
 
 def test_kcat_produces_and_consumes_keys_and_headers_through_two_endpoints_with_the_coordinator_killed(
-    endpoints: Endpoints, tmp_path: Path
+    endpoints_anywhere: Endpoints, tmp_path: Path
 ) -> None:
+    endpoints = endpoints_anywhere
     topic = endpoints.create_topic("kcat")
     group = "kcat-group"
 
@@ -346,8 +359,9 @@ def test_kcat_produces_and_consumes_keys_and_headers_through_two_endpoints_with_
 
 
 def test_confluent_kafka_idempotent_producer_and_group_through_two_endpoints_with_the_coordinator_killed(
-    endpoints: Endpoints,
+    endpoints_anywhere: Endpoints,
 ) -> None:
+    endpoints = endpoints_anywhere
     confluent_kafka = pytest.importorskip("confluent_kafka")
     topic = endpoints.create_topic("confluent")
     group = "confluent-group"
