@@ -218,8 +218,9 @@ def test_java_idempotent_producer_on_an_object_store_loses_and_duplicates_nothin
 
 
 def test_java_transactions_read_committed_through_two_endpoints_with_the_group_coordinator_killed(
-    endpoints: Endpoints, tmp_path: Path
+    endpoints_anywhere: Endpoints, tmp_path: Path
 ) -> None:
+    endpoints = endpoints_anywhere
     topic = endpoints.create_topic("java-transactions")
     group = "java-read-committed"
     run = scenarios.transactions_read_committed(
