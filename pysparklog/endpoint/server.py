@@ -89,11 +89,19 @@ class Endpoint:
         Raises:
             OSError: It cannot listen (the port is taken).
         """
-        self._thread = threading.Thread(target=lambda: asyncio.run(self.serve_forever()), name="pysparklog-endpoint")
+        self._thread = threading.Thread(target=self._serve_on_thread, name="pysparklog-endpoint")
         self._thread.daemon = True
         self._thread.start()
         self._listening.result(timeout)
         return self
+
+    def _serve_on_thread(self) -> None:
+        try:
+            asyncio.run(self.serve_forever())
+        except BaseException:
+            if not self._listening.done() or self._listening.exception() is None:
+                raise
+            # It could not start: start() raises the error in the caller's thread.
 
     def stop(self) -> None:
         """Stop listening, close every connection and wait for the thread to end."""
