@@ -19,6 +19,7 @@ from pysparklog.endpoint.apis import served
 from pysparklog.producer import Producer as LogProducer
 from pysparklog.storage.log_dir import LogDirectory
 from tests.conftest import BUCKET
+from tests.endpoint.test_data_wire import write_transactions
 
 TOPIC = "orders"
 BASE_TIME_MS = 1_700_000_000_000
@@ -115,6 +116,24 @@ def test_records_appended_by_pysparklog_are_read_by_librdkafka(endpoint: Endpoin
     assert len(consumed) == 40
 
 
+def test_a_read_committed_librdkafka_consumer_gets_what_pysparklog_reads_committed(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    """Transactions written by pysparklog's producer (committed, aborted, one left open) read through the endpoint by
+    librdkafka with isolation.level=read_committed: the committed records only, up to the open transaction."""
+    log_dir.topics.create(TOPIC, 1)
+    write_transactions(log_dir)
+    with log_dir.partition(TOPIC, 0) as log:
+        expected = [
+            row["value"] for batch in log.read_arrow(isolation_level="read_committed") for row in batch.to_pylist()
+        ]
+    assert expected == [b"c1", b"c2", b"c3"]
+    consumed = _consume(endpoint, [TopicPartition(TOPIC, 0, 0)], 3, **{"isolation.level": "read_committed"})
+    assert [r[3] for r in consumed] == expected
+    uncommitted = _consume(endpoint, [TopicPartition(TOPIC, 0, 0)], 6, **{"isolation.level": "read_uncommitted"})
+    assert [r[3] for r in uncommitted] == [b"c1", b"c2", b"a1", b"a2", b"c3", b"open"]
+
+
 def test_a_consumer_starting_past_the_log_start_reads_from_there(endpoint: Endpoint, log_dir: LogDirectory) -> None:
     log_dir.topics.create(TOPIC, 1)
     with LogProducer(log_dir) as producer:
@@ -122,6 +141,28 @@ def test_a_consumer_starting_past_the_log_start_reads_from_there(endpoint: Endpo
             producer.send(TOPIC, value=b"%d" % i, partition=0)
     consumed = _consume(endpoint, [TopicPartition(TOPIC, 0, 7)], 3)
     assert [(r[1], r[3]) for r in consumed] == [(7, b"7"), (8, b"8"), (9, b"9")]
+
+
+def test_librdkafka_resets_an_out_of_range_position_and_finds_offsets_by_time(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    """OFFSET_OUT_OF_RANGE makes the consumer reset by auto.offset.reset, which it looks up with ListOffsets, as
+    it does offsets_for_times and the watermarks."""
+    log_dir.topics.create(TOPIC, 1)
+    with LogProducer(log_dir) as producer:
+        for i in range(10):
+            producer.send(TOPIC, value=b"%d" % i, partition=0, timestamp_ms=BASE_TIME_MS + 10 * i)
+    reset = _consume(endpoint, [TopicPartition(TOPIC, 0, 100)], 10, **{"auto.offset.reset": "earliest"})
+    assert [r[1] for r in reset] == list(range(10))
+    consumer = Consumer({"bootstrap.servers": endpoint.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10) == (0, 10)
+        found = consumer.offsets_for_times([TopicPartition(TOPIC, 0, BASE_TIME_MS + 35)], timeout=10)
+        past = consumer.offsets_for_times([TopicPartition(TOPIC, 0, BASE_TIME_MS + 1000)], timeout=10)
+    finally:
+        consumer.close()
+    assert [(tp.offset, tp.error) for tp in found] == [(4, None)]
+    assert [tp.offset for tp in past] == [-1]  # no record that late: the end, as librdkafka reports it
 
 
 def test_a_long_poll_is_woken_by_an_append_from_another_process(endpoint: Endpoint, log_dir: LogDirectory) -> None:
@@ -158,6 +199,37 @@ def test_a_long_poll_is_woken_by_an_append_from_another_process(endpoint: Endpoi
     assert message is not None and message.error() is None
     assert message.value() == b"from-another-process"
     assert received_at - appended_at < 2.0, "the fetch waited out its max wait instead of seeing the append"
+
+
+def test_two_endpoints_of_one_log_directory_serve_one_log(log_dir: LogDirectory) -> None:
+    """Records produced through one endpoint are consumed through another, each answering as the leader of every
+    partition; the second endpoint's consumer sees them within a poll of the log ends."""
+    log_dir.topics.create(TOPIC, 2)
+    with Endpoint(log_dir, EndpointConfig(port=0)) as first, Endpoint(log_dir, EndpointConfig(port=0)) as second:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": second.bootstrap,
+                "group.id": "unused",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10_000,
+            }
+        )
+        try:
+            consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
+            assert consumer.poll(1.0) is None
+            producer = _confluent_producer(first)
+            for i in range(10):
+                producer.produce(TOPIC, value=b"%d" % i, partition=i % 2)
+            assert producer.flush(10) == 0
+            received: list[bytes | None] = []
+            deadline = time.monotonic() + 5
+            while len(received) < 10 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    received.append(message.value())
+        finally:
+            consumer.close()
+    assert sorted(value or b"" for value in received) == sorted(b"%d" % i for i in range(10))
 
 
 def test_produce_and_consume_through_an_endpoint_over_an_object_store(s3_endpoint: str, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
+from pysparklog.endpoint.data import state as data_state
 from pysparklog.endpoint.data.metadata import topic_uuid
 from pysparklog.endpoint.data.state import CLUSTER_ID_FILE
 from pysparklog.producer import Producer as LogProducer
@@ -155,6 +156,37 @@ def test_a_corrupt_batch_is_refused_and_nothing_is_written(endpoint: Endpoint, l
     assert _end(log_dir, 0) == 2
 
 
+def test_empty_records_and_appends_to_an_internal_topic_are_refused(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    """Kafka wants a batch in each partition's records, and lets no client append to its internal topics, whose
+    records only the coordinators write (here, the offsets written by pysparklog's group coordinator)."""
+    log_dir.topics.create(TOPIC, 1)
+    log_dir.topics.create("__consumer_offsets", 1)
+    with WireClient(endpoint.bootstrap) as client:
+        assert _produced(client, 0, None).error_code == ErrorCode.invalid_record
+        assert _produced(client, 0, b"").error_code == ErrorCode.invalid_record
+        internal = _produced(client, 0, _batches([b"x"]), topic="__consumer_offsets")
+        assert internal.error_code == ErrorCode.invalid_topic_exception
+    assert _end(log_dir) == 0
+    with log_dir.partition("__consumer_offsets", 0) as log:
+        assert log.log_end_offset == 0
+
+
+def test_a_batch_over_the_topics_limits_is_refused_with_kafkas_code(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    log_dir.topics.create(TOPIC, 1, configs={"max.message.bytes": "200", "message.timestamp.before.max.ms": "60000"})
+    now_ms = int(time.time() * 1000)
+    with WireClient(endpoint.bootstrap) as client:
+        too_large = _produced(client, 0, _batches([b"x" * 500], timestamps=[now_ms]))
+        too_old = _produced(client, 0, _batches([b"x"], timestamps=[now_ms - 3_600_000]))
+        fine = _produced(client, 0, _batches([b"x"], timestamps=[now_ms]))
+    assert (too_large.error_code, too_old.error_code, fine.error_code) == (
+        ErrorCode.message_too_large,
+        ErrorCode.invalid_timestamp,
+        ErrorCode.none,
+    )
+    assert "max.message.bytes" in (too_large.error_message or "")
+    assert _end(log_dir) == 1
+
+
 def test_produce_answers_each_partition_with_its_offsets(endpoint: Endpoint, log_dir: LogDirectory) -> None:
     log_dir.topics.create(TOPIC, 3)
     with WireClient(endpoint.bootstrap) as client:
@@ -275,6 +307,21 @@ def _offsets_in(records: bytes | None) -> list[int]:
     return offsets
 
 
+def test_a_fetch_reads_one_segment_and_the_next_fetch_goes_on_into_the_next(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    log_dir.topics.create(TOPIC, 1)
+    with WireClient(endpoint.bootstrap) as client:
+        for values in ([b"a", b"b"], [b"c"], [b"d", b"e"]):
+            _produced(client, 0, _batches(values))
+            with log_dir.partition(TOPIC, 0) as log:
+                log.roll()
+        with log_dir.partition(TOPIC, 0) as log:
+            assert [segment.base_offset for segment in log.segments()] == [0, 2, 3, 5]
+        read = [_offsets_in(_fetch(client, {0: offset}).responses[0].partitions[0].records) for offset in range(6)]
+    assert read == [[0], [0], [2], [3], [3], []]
+
+
 def test_a_fetch_outside_the_log_gets_offset_out_of_range_with_the_log_offsets(
     endpoint: Endpoint, log_dir: LogDirectory
 ) -> None:
@@ -295,8 +342,11 @@ def test_a_fetch_outside_the_log_gets_offset_out_of_range_with_the_log_offsets(
 
 
 def test_a_long_poll_waits_for_min_bytes_and_is_woken_by_a_produce_through_the_endpoint(
-    endpoint: Endpoint, log_dir: LogDirectory
+    endpoint: Endpoint, log_dir: LogDirectory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The endpoint's own appends wake a waiting fetch at once: with the look at the log ends made rare, only the
+    wake can end the wait early."""
+    monkeypatch.setattr(data_state, "FILE_SYSTEM_POLL_S", 60.0)
     log_dir.topics.create(TOPIC, 1)
     with WireClient(endpoint.bootstrap) as fetcher, WireClient(endpoint.bootstrap) as producer:
         started = time.monotonic()
@@ -332,7 +382,7 @@ def test_a_session_the_endpoint_never_gave_is_not_found(endpoint: Endpoint, log_
     assert (response.error_code, response.session_id) == (ErrorCode.fetch_session_id_not_found, 0)
 
 
-def _transactions(log_dir: LogDirectory) -> None:
+def write_transactions(log_dir: LogDirectory) -> None:
     """Offsets 0-1 committed (and its marker at 2), 3-4 aborted (marker at 5), 6 committed (marker 7), then 8 in a
     transaction left open."""
     config = ProducerConfig(transactional_id="t-1", enable_idempotence=True)
@@ -353,7 +403,7 @@ def test_read_committed_stops_at_the_last_stable_offset_with_the_aborted_transac
     endpoint: Endpoint, log_dir: LogDirectory
 ) -> None:
     log_dir.topics.create(TOPIC, 1)
-    _transactions(log_dir)
+    write_transactions(log_dir)
     with log_dir.partition(TOPIC, 0) as log:
         stable, end = log.last_stable_offset, log.log_end_offset
     assert (stable, end) == (8, 9)
@@ -384,12 +434,22 @@ def test_list_offsets_earliest_latest_max_timestamp_and_by_timestamp(endpoint: E
     found = {ts: (a.error_code, a.offset, a.timestamp, a.leader_epoch) for ts, a in answers.items()}
     assert found[-2] == found[-4] == (ErrorCode.none, 1, -1, -1)
     assert found[-1] == (ErrorCode.none, 5, -1, -1)
+    assert found[-3] == (ErrorCode.none, 3, 4000, -1)
     with log_dir.partition(TOPIC, 0) as log:
-        assert found[-3][1:3] == log.offset_for_timestamp(-3)
         for ts in (1500, 3000, 3600):
             assert found[ts][1:3] == log.offset_for_timestamp(ts)
     assert found[3600][1:3] == (3, 4000)
     assert found[9999] == (ErrorCode.none, -1, -1, -1)
+
+
+def test_max_timestamp_is_the_offset_of_the_record_holding_it(endpoint: Endpoint, log_dir: LogDirectory) -> None:
+    """As Kafka answers since 3.8 (KAFKA-16310): the record's offset, not the last offset of its batch."""
+    log_dir.topics.create(TOPIC, 1)
+    with WireClient(endpoint.bootstrap) as client:
+        _produced(client, 0, _batches([b"a", b"b"], timestamps=[1000, 2000]))
+        _produced(client, 0, _batches([b"c", b"d", b"e"], timestamps=[5000, 3000, 5000]))
+        answer = _list_offsets(client, -3)
+    assert (answer.error_code, answer.offset, answer.timestamp) == (ErrorCode.none, 2, 5000)
 
 
 # -- Metadata --------------------------------------------------------------------------------------------------------

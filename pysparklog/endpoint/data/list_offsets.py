@@ -4,7 +4,8 @@
 - ``-1`` (latest): the high watermark (the log end), the last stable offset under ``read_committed``;
 - ``-3`` (max timestamp, v7+) and a timestamp: ``Log.offset_for_timestamp``, an answer only below the offset a
   consumer of the isolation level may read up to (Kafka's ``Partition.fetchOffsetForTimestamp``), else offset
-  and timestamp -1 with no error.
+  and timestamp -1 with no error; for ``-3`` the offset of the record holding the largest timestamp, as Kafka
+  answers since 3.8.
 
 Leader epochs are -1: the log keeps none (no elections), as Metadata says.
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from kio.schema.errors import ErrorCode
 
 from pysparklog.endpoint.context import RequestContext
@@ -26,6 +29,7 @@ from pysparklog.endpoint.data.metadata import NO_LEADER_EPOCH, NO_THROTTLE
 from pysparklog.endpoint.data.state import DataState
 from pysparklog.errors import InvalidOffsetError, PySparkLogError
 from pysparklog.storage.log_protocol import Log
+from pysparklog.storage.log_reads import segment_index
 
 LIST_OFFSETS = 2
 LATEST = -1
@@ -50,9 +54,34 @@ def _offset_for(log: Log, timestamp: int, committed: bool) -> tuple[int, int]:
             "-3 (max timestamp) or -4 (earliest local)"
         )
     found = log.offset_for_timestamp(timestamp)
+    if found is not None and timestamp == MAX_TIMESTAMP:
+        found = _record_of_max_timestamp(log, *found)
     if found is None or found[0] >= readable:
         return UNKNOWN, UNKNOWN
     return found
+
+
+def _record_of_max_timestamp(log: Log, batch_offset: int, timestamp: int) -> tuple[int, int]:
+    """The offset of the first record with ``timestamp`` in the batch holding ``batch_offset``.
+
+    Kafka answers ``-3`` with the offset of the record holding the largest timestamp (``RecordBatch
+    .offsetOfMaxTimestamp``, since KAFKA-16310 in 3.8), where ``Log.offset_for_timestamp`` gives an offset of the
+    batch holding it (its last): the batch is read again to find the record.
+    """
+    view = log.view()
+    base = view.segment_bases[segment_index(view, batch_offset)]
+    segment = log.segment(base)
+    located = segment.translate_offset(batch_offset, view.end_of(base, segment))
+    if located is None:
+        return batch_offset, timestamp
+    first = next(segment.chunks(located[0], view.end_of(base, segment), max_bytes=1, verify_crc=False), None)
+    start = max(int(first.entries.base_offsets[0]) if first is not None else batch_offset, view.log_start_offset)
+    for records in log.read_arrow(start, batch_offset + 1):
+        stamps = records.column("timestamp").cast(pa.int64()).to_numpy()
+        matching = np.flatnonzero(stamps == timestamp)
+        if len(matching):
+            return int(records.column("offset")[int(matching[0])].as_py()), timestamp
+    return batch_offset, timestamp
 
 
 def _list_topic(data: DataState, topic: Any, committed: bool) -> list[tuple[int, ErrorCode, int, int]]:

@@ -100,7 +100,7 @@ def _describe(context: RequestContext, data: DataState, request: Any) -> list[An
                     continue
                 name = topics.topic_with_id(topic_id_text(wanted_id)).name
             answers.append(_topic_response(context, data.topic(name)))
-        except PySparkLogError as error:
+        except (PySparkLogError, OSError) as error:
             code = error_code(error, f"metadata of topic {name or wanted_id}")
             if name is None and code is ErrorCode.unknown_topic_or_partition:
                 code = ErrorCode.unknown_topic_id  # asked by id: Kafka names what it could not find

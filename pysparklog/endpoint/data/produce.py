@@ -26,9 +26,9 @@ from kio.schema.errors import ErrorCode
 
 from pysparklog.endpoint.context import RequestContext
 from pysparklog.endpoint.data.errors import error_code
-from pysparklog.endpoint.data.metadata import NO_THROTTLE
+from pysparklog.endpoint.data.metadata import INTERNAL_TOPICS, NO_THROTTLE
 from pysparklog.endpoint.data.state import DataState
-from pysparklog.errors import CorruptRecordError, PySparkLogError
+from pysparklog.errors import InvalidRecordError, InvalidTopicError, PySparkLogError
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_writer import AppendInfo
 
@@ -64,42 +64,51 @@ def _refused(partition: int, error: BaseException, what: str) -> PartitionAnswer
     return PartitionAnswer(partition, error_code(error, what), str(error))
 
 
+def _checked(topic: str, records: bytes | None) -> bytes:
+    """The records of a partition, once Kafka's checks of the request itself passed (the log checks the batches).
+
+    Raises:
+        InvalidTopicError: ``topic`` is internal: Kafka's ``ReplicaManager`` refuses a client's appends to it, whose
+            records only its coordinators write (here, pysparklog's offsets and transaction coordinators).
+        InvalidRecordError: No records (null or empty): Kafka's ``ProduceRequest.validateRecords`` wants a batch.
+    """
+    if topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+    if not records:
+        raise InvalidRecordError("the produce request holds no record batch for the partition; accepted: one or more")
+    return records
+
+
 def _append(data: DataState, topic: str, partition: int, records: bytes | None) -> PartitionAnswer:
     """Append one partition's batches (engine thread)."""
-    what = f"a produce to {topic}-{partition}"
     try:
-        if records is None:
-            raise CorruptRecordError("the produce request holds no records for the partition (null records)")
+        batches = _checked(topic, records)
         log = data.log(data.topic(topic), partition)
-        return _answered(partition, log, log.append(records))
+        return _answered(partition, log, log.append(batches))
     except (PySparkLogError, OSError) as error:
-        return _refused(partition, error, what)
+        return _refused(partition, error, f"a produce to {topic}-{partition}")
 
 
 def _append_topic_together(
     data: DataState, topic: str, records: list[tuple[int, bytes | None]]
 ) -> list[PartitionAnswer]:
     """Append to several partitions of one topic in one write (an object store's commit; engine thread)."""
-    what = f"a produce to topic {topic}"
-    try:
-        metadata = data.topic(topic)
-    except (PySparkLogError, OSError) as error:
-        return [_refused(partition, error, what) for partition, _ in records]
     answers: dict[int, PartitionAnswer] = {}
     appends: list[tuple[int, Log, bytes]] = []
     for partition, batches in records:
-        if batches is None:
-            answers[partition] = _refused(partition, CorruptRecordError("null records for the partition"), what)
-            continue
         try:
-            appends.append((partition, data.log(metadata, partition), batches))
+            appends.append((partition, data.log(data.topic(topic), partition), _checked(topic, batches)))
         except (PySparkLogError, OSError) as error:
-            answers[partition] = _refused(partition, error, what)
+            answers[partition] = _refused(partition, error, f"a produce to {topic}-{partition}")
     if appends:
+        outcomes: list[AppendInfo | PySparkLogError | OSError]
         try:
-            outcomes = data.log_dir.append_together([(log, batches) for _, log, batches in appends])  # type: ignore[misc]
-        except OSError as error:
-            outcomes = [error] * len(appends)  # type: ignore[list-item]
+            # append_together checks each append as Log.append does, bytes included; its annotation names only
+            # EncodedBatches.
+            together = [(log, batches) for _, log, batches in appends]
+            outcomes = list(data.log_dir.append_together(together))  # type: ignore[arg-type]
+        except OSError as error:  # the store failed: the appends may or may not have been made, as a timeout
+            outcomes = [error] * len(appends)
         for (partition, log, _), outcome in zip(appends, outcomes, strict=True):
             answers[partition] = (
                 _answered(partition, log, outcome)
