@@ -40,6 +40,8 @@ from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
+from pysparklog.endpoint.bounds import OutOfBoundsError, check_bounds
+
 #: The frame's length prefix.
 SIZE = struct.Struct(">i")
 #: The first two fields of every request header, enough to find its API and version.
@@ -189,6 +191,10 @@ def decode_request(message: Message, frame: bytes, offset: int) -> Any:
     Raises:
         MalformedRequestError: It does not decode, or bytes are left over.
     """
+    try:
+        check_bounds(message.request_type, frame, offset)  # before kio: it aborts on some lengths
+    except OutOfBoundsError as e:
+        raise MalformedRequestError(f"{message.name} v{message.version} does not decode: {e}") from None
     try:
         request, size = _reader(message.request_type)(frame, offset)
     except DECODE_ERRORS as e:

@@ -14,6 +14,8 @@ What is checked, frame by frame:
   mutated frame that still decodes into a valid request may act on it (a produce may append, a topic may be
   created), so the log directory is not compared then; only a long poll (Fetch) may keep its connection past
   ``HANG_S``, waiting out a ``max_wait`` the mutation made long, as a broker would.
+- **Valid frames** pass the bounds walk that guards kio's decoder (``pysparklog.endpoint.bounds``), which would
+  otherwise close their connections unnoticed.
 - **After every frame**: the endpoint still answers ApiVersions on a connection kept open for the purpose, and it
   logged no unexpected error (a handler that raises instead of answering a Kafka error code is a finding).
 
@@ -52,7 +54,8 @@ from kio.static.primitive import Records, i32Timedelta
 
 from pysparklog.endpoint import Endpoint, EndpointConfig
 from pysparklog.endpoint.apis import served
-from pysparklog.endpoint.protocol import message
+from pysparklog.endpoint.bounds import check_bounds
+from pysparklog.endpoint.protocol import decode_header, message
 from pysparklog.endpoint.security import MECHANISMS, add_user
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.records.arrow_records import BatchSettings, encode_arrow
@@ -272,6 +275,9 @@ def test_truncated_and_mutated_frames_cost_a_connection_at_most(
         if target.sasl:
             prelude = wire.frame(SaslHandshakeRequest(mechanism=rng.choice(MECHANISMS)))
         frame = wire.frame(request)
+        # The walk that guards kio's decoder must pass every valid request (it refuses by closing the connection,
+        # which the checks below would take as a fine answer to a valid frame).
+        check_bounds(request_type, frame[SIZE.size :], decode_header(frame[SIZE.size :], request.__flexible__)[1])
         before = _files(target.log_dir)
         for truncated in _truncations(frame, rng):
             _send(target, truncated, prelude, api_key, tally)
