@@ -204,12 +204,14 @@ def _mutations(frame: bytes, rng: random.Random) -> list[bytes]:
     return mutated
 
 
-def _send(target: Target, frame: bytes, prelude: bytes, api_key: int, tally: Tally) -> str:
+def _send(target: Target, frame: bytes, prelude: bytes, tally: Tally) -> str:
     """Send ``prelude`` (a handshake) and ``frame`` on a new connection, half-close it and read until the endpoint
     closes it: "answered", "closed" (nothing answered) or "held" (a long poll still waiting at HANG_S).
 
-    Fails: the endpoint kept a connection that is no long poll open past HANG_S.
+    Fails: the endpoint kept a connection open past HANG_S for a frame whose header names no long poll (the API
+    key as sent: a mutation may have made another request of it).
     """
+    api_key = int.from_bytes(frame[SIZE.size : SIZE.size + 2], "big", signed=True)
     started = time.monotonic()
     client = WireClient(target.endpoint.bootstrap, timeout=HANG_S)
     outcome = "closed"
@@ -280,11 +282,11 @@ def test_truncated_and_mutated_frames_cost_a_connection_at_most(
         check_bounds(request_type, frame[SIZE.size :], decode_header(frame[SIZE.size :], request.__flexible__)[1])
         before = _files(target.log_dir)
         for truncated in _truncations(frame, rng):
-            _send(target, truncated, prelude, api_key, tally)
+            _send(target, truncated, prelude, tally)
             _still_answers(target)
             assert _files(target.log_dir) == before, "a truncated frame wrote to the log directory"
         for whole_or_mutated in [frame, *_mutations(frame, rng)]:
-            _send(target, whole_or_mutated, prelude, api_key, tally)
+            _send(target, whole_or_mutated, prelude, tally)
             _still_answers(target)
         _no_unexpected_errors(caplog)
 
