@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import os
 import re
 import secrets
@@ -45,6 +46,8 @@ MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 DEFAULT_ITERATIONS = 8192
 ANONYMOUS = "User:ANONYMOUS"
+
+log = logging.getLogger("pysparklog.endpoint")
 
 _CREDENTIAL = re.compile(
     r"salt=(?P<salt>[A-Za-z0-9+/=]+),stored_key=(?P<stored_key>[A-Za-z0-9+/=]+),"
@@ -172,11 +175,23 @@ class UserStore:
             try:
                 stat = self.path.stat()
             except OSError as e:
-                raise InvalidConfigError(f"the SASL users file {self.path} cannot be read: {e.strerror}") from None
+                self._keep_or_raise(InvalidConfigError(f"the SASL users file {self.path} cannot be read: {e.strerror}"))
+                return
             signature = (stat.st_mtime_ns, stat.st_size)
-            if signature != self._signature:
+            if signature == self._signature:
+                return
+            try:
                 self._credentials = read_users(self.path)
-                self._signature = signature
+            except InvalidConfigError as e:
+                self._keep_or_raise(e)
+            self._signature = signature  # a malformed version is reported once, not at every authentication
+
+    def _keep_or_raise(self, error: InvalidConfigError) -> None:
+        """At start the error stops the endpoint; later (a hand edit half done, the file moved away) the users
+        read last stay in force and the error is logged."""
+        if self._signature is None:
+            raise error
+        log.error("keeping the SASL users read last: %s", error)
 
 
 def read_users(path: Path) -> dict[tuple[str, str], ScramCredential]:
@@ -186,7 +201,11 @@ def read_users(path: Path) -> dict[tuple[str, str], ScramCredential]:
         InvalidConfigError: A line is not ``USER MECHANISM CREDENTIAL``; the error names the file and the line.
     """
     credentials: dict[tuple[str, str], ScramCredential] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidConfigError(f"the SASL users file {path} cannot be read: {e}") from None
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.split()

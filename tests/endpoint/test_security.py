@@ -211,6 +211,23 @@ def test_a_user_added_while_serving_authenticates(log_dir: LogDirectory, tmp_pat
             assert client.sasl_plain("alice", PASSWORD).error_code == ErrorCode.sasl_authentication_failed
 
 
+def test_a_users_file_spoiled_while_serving_keeps_the_users_read_last(
+    log_dir: LogDirectory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    users = tmp_path / "users.txt"
+    add_user(users, "alice", PASSWORD, iterations=4096)
+    with _serve(log_dir, sasl_users=str(users)) as endpoint:
+        users.write_text(users.read_text() + "bob SCRAM-SHA-256 half-written\n")
+        with WireClient(endpoint.bootstrap) as client:
+            assert client.sasl_scram("SCRAM-SHA-256", "alice", PASSWORD).error_code == ErrorCode.none
+        users.unlink()
+        with WireClient(endpoint.bootstrap) as client:
+            assert client.sasl_plain("alice", PASSWORD).error_code == ErrorCode.none
+    logged = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert len(logged) == 2 and all(message.startswith("keeping the SASL users read last") for message in logged)
+    assert "line 4" in logged[0] and "cannot be read" in logged[1]
+
+
 def test_a_malformed_users_file_stops_the_endpoint_before_it_listens(log_dir: LogDirectory, tmp_path: Path) -> None:
     users = tmp_path / "users.txt"
     credential = ScramCredential.from_password("SCRAM-SHA-256", PASSWORD, 4096)
