@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pysparklog.endpoint.security import MECHANISMS, TlsSettings
 from pysparklog.errors import InvalidConfigError
 
 #: Kafka's ``socket.request.max.bytes`` default: a larger request is refused before it is read.
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
+#: Kafka's ``connections.max.idle.ms`` default: a connection that sends nothing for this long is closed.
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000
+#: How long the rest of a request may take once its first bytes came: a client that stalls mid-frame holds its
+#: connection this long at most (Kafka's clients give up on a request after ``request.timeout.ms``, 30 s).
+DEFAULT_REQUEST_READ_TIMEOUT_MS = 30_000
+#: Kafka's ``connection.failed.authentication.delay.ms`` default: a failed authentication is answered this late,
+#: which slows a password guesser and not a user.
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 DEFAULT_PORT = 9092
 LOOPBACK = "127.0.0.1"
 #: How long an endpoint's entry in the log directory's registry lives without renewal: a dead endpoint's groups move
@@ -46,6 +55,14 @@ class EndpointConfig:
         max_request_bytes: Kafka's ``socket.request.max.bytes``: a larger request closes its connection unread.
         node_id: The broker id this endpoint gives itself in Metadata; derived from the advertised address when
             None, so that every endpoint of a log directory has its own.
+        tls: The certificate (and CAs of client certificates) to speak TLS with; plain TCP when None.
+        sasl_users: The SASL users file (``pysparklog.endpoint.security``); with it, a connection must
+            authenticate before anything but ApiVersions, SaslHandshake and SaslAuthenticate.
+        sasl_mechanisms: The SASL mechanisms offered when ``sasl_users`` is set.
+        connections_max_idle_ms: Kafka's ``connections.max.idle.ms``: a connection that sends nothing for this
+            long is closed.
+        request_read_timeout_ms: How long the rest of a request may take once its first bytes came.
+        failed_authentication_delay_ms: Kafka's ``connection.failed.authentication.delay.ms``.
     """
 
     host: str = LOOPBACK
@@ -57,6 +74,17 @@ class EndpointConfig:
     registry_lease_ms: int = DEFAULT_REGISTRY_LEASE_MS
     group_min_session_timeout_ms: int = DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS
     group_max_session_timeout_ms: int = DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS
+    tls: TlsSettings | None = None
+    sasl_users: str | None = None
+    sasl_mechanisms: tuple[str, ...] = MECHANISMS
+    connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
+    request_read_timeout_ms: int = DEFAULT_REQUEST_READ_TIMEOUT_MS
+    failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
+
+    @property
+    def security_protocol(self) -> str:
+        """Kafka's name for what a client must set in ``security.protocol`` to connect."""
+        return ("SASL_" if self.sasl_users else "") + ("SSL" if self.tls else "PLAINTEXT")
 
     def __post_init__(self) -> None:
         for name, port in (("port", self.port), ("advertised port", self.advertised_port)):
@@ -77,4 +105,20 @@ class EndpointConfig:
             raise InvalidConfigError(
                 f"group session timeout bounds {minimum!r} to {maximum!r} ms are invalid; accepted: "
                 "1 <= group.min.session.timeout.ms <= group.max.session.timeout.ms <= 2147483647"
+            )
+        for name, millis in (
+            ("connections.max.idle.ms", self.connections_max_idle_ms),
+            ("request read timeout (ms)", self.request_read_timeout_ms),
+        ):
+            if not (isinstance(millis, int) and 1 <= millis <= 2**31 - 1):
+                raise InvalidConfigError(f"{name} {millis!r} is out of range; accepted: 1 to 2147483647")
+        if not (isinstance(self.failed_authentication_delay_ms, int) and 0 <= self.failed_authentication_delay_ms):
+            raise InvalidConfigError(
+                f"connection.failed.authentication.delay.ms {self.failed_authentication_delay_ms!r} is out of range;"
+                " accepted: 0 or more"
+            )
+        unknown = [name for name in self.sasl_mechanisms if name not in MECHANISMS]
+        if unknown or not self.sasl_mechanisms:
+            raise InvalidConfigError(
+                f"SASL mechanisms {self.sasl_mechanisms!r} are not accepted; accepted: some of {', '.join(MECHANISMS)}"
             )

@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 
 from pysparklog.endpoint.config import EndpointConfig
 from pysparklog.endpoint.protocol import Message, RequestHeader
+from pysparklog.endpoint.security import ANONYMOUS, ConnectionAuth
 from pysparklog.storage.log_dir import LogDirectory
 
 T = TypeVar("T")
@@ -85,11 +86,13 @@ class RequestContext:
         message: The API and version of the request, whose ``make`` builds the response.
         header: The request's header.
         peer: The client's address, ``host:port``.
-        principal: Who the connection authenticated as (``User:ANONYMOUS`` without SASL).
+        principal: Who the connection authenticated as (``User:ANONYMOUS`` without SASL or a client certificate).
+        auth: The connection's SASL state, which the SASL handlers advance.
     """
 
     endpoint: EndpointState
     message: Message
     header: RequestHeader
     peer: str
-    principal: str = "User:ANONYMOUS"
+    principal: str = ANONYMOUS
+    auth: ConnectionAuth | None = None

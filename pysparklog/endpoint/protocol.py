@@ -24,6 +24,8 @@ import dataclasses
 import importlib
 import io
 import struct
+import types
+import typing
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -37,6 +39,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
+
+from pysparklog.endpoint.bounds import OutOfBoundsError, check_bounds
 
 #: The frame's length prefix.
 SIZE = struct.Struct(">i")
@@ -127,6 +131,11 @@ def known_versions(api_key: int) -> range:
     return range(versions[0], versions[-1] + 1)
 
 
+#: What kio's decoder raises for bytes that are not the message: its own errors, and Python's for bad values.
+#: KeyError is a tagged field whose tag the schema lacks: Kafka's readers skip those, kio 0.6.5's native reader
+#: refuses them, so such a request closes its connection (found by tests/endpoint/test_fuzz_requests.py).
+DECODE_ERRORS = (SerialError, ValueError, UnicodeDecodeError, OverflowError, TypeError, KeyError)
+
 _READ_HEADER_V1 = entity_reader(RequestHeaderV1)
 _READ_HEADER_V2 = entity_reader(RequestHeaderV2)
 _WRITE_HEADER_V0 = entity_writer(ResponseHeaderV0)
@@ -153,7 +162,7 @@ def decode_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
     """
     try:
         header, size = (_READ_HEADER_V2 if flexible else _READ_HEADER_V1)(frame, 0)
-    except (SerialError, ValueError, UnicodeDecodeError, OverflowError, KeyError) as e:
+    except DECODE_ERRORS as e:
         raise MalformedRequestError(f"the request header does not decode: {e}") from None
     return RequestHeader(
         header.request_api_key, header.request_api_version, header.correlation_id, header.client_id
@@ -187,11 +196,60 @@ def decode_request(message: Message, frame: bytes, offset: int) -> Any:
         MalformedRequestError: It does not decode within the frame.
     """
     try:
+        check_bounds(message.request_type, frame, offset)  # before kio: it aborts on some lengths
+    except OutOfBoundsError as e:
+        raise MalformedRequestError(f"{message.name} v{message.version} does not decode: {e}") from None
+    try:
         request, _size = _reader(message.request_type)(frame, offset)
     # KeyError: kio refuses a tagged field it has no schema for ("Unknown tagged field tag"), where Kafka skips it.
-    except (SerialError, ValueError, UnicodeDecodeError, OverflowError, TypeError, KeyError) as e:
+    except DECODE_ERRORS as e:
         raise MalformedRequestError(f"{message.name} v{message.version} does not decode: {e}") from None
+    null = _first_null(request)
+    if null is not None:
+        raise MalformedRequestError(f"{message.name} v{message.version}: non-nullable field {null} was sent as null")
     return request
+
+
+_FIELDS_TO_CHECK: dict[type[Any], tuple[tuple[str, bool, bool], ...]] = {}
+
+
+def _fields_to_check(cls: type[Any]) -> tuple[tuple[str, bool, bool], ...]:
+    """(name, nullable, holds entities) of the fields of a kio entity worth checking after decoding: those that
+    must not be null, and those holding nested entities (which may have such fields themselves)."""
+    known = _FIELDS_TO_CHECK.get(cls)
+    if known is not None:
+        return known
+    checked = []
+    for entity_field in dataclasses.fields(cls):
+        kind = entity_field.type
+        nullable = isinstance(kind, types.UnionType) and type(None) in typing.get_args(kind)
+        inner = next((arg for arg in typing.get_args(kind) if arg is not type(None)), kind) if nullable else kind
+        element = typing.get_args(inner)[0] if typing.get_origin(inner) is tuple else inner
+        holds_entities = dataclasses.is_dataclass(element)
+        if not nullable or holds_entities:
+            checked.append((entity_field.name, nullable, holds_entities))
+    _FIELDS_TO_CHECK[cls] = tuple(checked)
+    return _FIELDS_TO_CHECK[cls]
+
+
+def _first_null(entity: Any, path: str = "") -> str | None:
+    """The first field of ``entity`` (nested ones included) that the schema says is not nullable but holds null.
+
+    Kafka's readers refuse a null (length -1) array or string where the schema does not allow it; kio's decoder
+    takes it as None, which a handler then trips on (found by tests/endpoint/test_fuzz_requests.py).
+    """
+    for name, nullable, holds_entities in _fields_to_check(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return path + name
+            continue
+        if holds_entities:
+            for index, item in enumerate(value if isinstance(value, tuple) else (value,)):
+                null = _first_null(item, f"{path}{name}[{index}].")
+                if null is not None:
+                    return null
+    return None
 
 
 def encode_response(message: Message, correlation_id: int, response: Any) -> bytes:

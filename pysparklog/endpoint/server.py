@@ -2,9 +2,16 @@
 
 Each connection is served one request at a time, as a Kafka broker serves it (a client may send several; they
 are answered in the order sent). What a client sends can cost that client its connection, never the process:
-a frame over ``max_request_bytes`` is refused before it is read, a frame that does not decode or names an API
-or version the endpoint does not serve closes the connection, and a handler's unexpected error is logged and
-closes the connection too (handlers answer the errors they expect with Kafka's error codes).
+
+- a frame over ``max_request_bytes`` (over 512 KiB before SASL authentication, Kafka's
+  ``sasl.server.max.receive.size``) is refused before it is read;
+- a frame that does not decode, or names an API or version the endpoint does not serve, closes the connection;
+- with SASL on, anything but ApiVersions, SaslHandshake and SaslAuthenticate before authentication closes it,
+  and so does a failed authentication once answered;
+- a connection silent for ``connections.max.idle.ms`` is closed, and so is one that starts a frame and does not
+  finish it within the request read timeout, while the others are answered meanwhile;
+- a handler's unexpected error is logged and closes the connection (handlers answer the errors they expect with
+  Kafka's error codes).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from pysparklog.endpoint.apis import served
+from pysparklog.endpoint.apis.sasl import BEFORE_AUTHENTICATION, SaslUsers
 from pysparklog.endpoint.apis.transactions import TransactionsState
 from pysparklog.endpoint.apis.versions import API_VERSIONS, version_list
 from pysparklog.endpoint.config import EndpointConfig
@@ -34,9 +42,13 @@ from pysparklog.endpoint.protocol import (
     peek_api,
 )
 from pysparklog.endpoint.registry import Registry
+from pysparklog.endpoint.security import ANONYMOUS, ConnectionAuth, certificate_principal
 from pysparklog.storage.log_dir import LogDirectory
 
 log = logging.getLogger("pysparklog.endpoint")
+
+#: Kafka's ``sasl.server.max.receive.size``: the largest frame read from a client that has not authenticated.
+MAX_BYTES_BEFORE_AUTHENTICATION = 524_288
 
 
 class Endpoint:
@@ -89,10 +101,10 @@ class Endpoint:
     def _serve_on_thread(self) -> None:
         try:
             asyncio.run(self.serve_forever())
-        except BaseException as error:
-            # A failure to start is raised by start() in its caller's thread, not a second time as this thread's.
-            if not (self._listening.done() and self._listening.exception() is error):
+        except BaseException:
+            if not self._listening.done() or self._listening.exception() is None:
                 raise
+            # It could not start: start() raises the error in the caller's thread.
 
     def stop(self) -> None:
         """Stop listening, close every connection and wait for the thread to end."""
@@ -114,6 +126,14 @@ class Endpoint:
         self._loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
         state = EndpointState(self.log_dir, self.config, self._loop)
+        try:
+            tls = self.config.tls.server_context() if self.config.tls is not None else None
+            if self.config.sasl_users is not None:
+                state.state(SaslUsers)  # a missing or malformed users file stops the endpoint before it listens
+        except BaseException as e:
+            self._listening.set_exception(e)
+            state.close()
+            raise
         connections: set[asyncio.Task[None]] = set()
 
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -128,7 +148,13 @@ class Endpoint:
                 connections.discard(task)
 
         try:
-            server = await asyncio.start_server(accept, self.config.host, self.config.port)
+            server = await asyncio.start_server(
+                accept,
+                self.config.host,
+                self.config.port,
+                ssl=tls,
+                ssl_handshake_timeout=self.config.request_read_timeout_ms / 1000 if tls else None,
+            )
         except BaseException as e:
             if not self._listening.done():
                 self._listening.set_exception(e)
@@ -147,7 +173,8 @@ class Endpoint:
                 raise
             self.state = state
             self._listening.set_result(server.sockets[0].getsockname()[1])
-            log.info("serving %s on %s:%d", self.log_dir.path, self.config.host, self.port)
+            protocol = self.config.security_protocol
+            log.info("serving %s on %s:%d (%s)", self.log_dir.path, self.config.host, self.port, protocol)
             if on_listening is not None:
                 started = on_listening(self)
                 if started is not None:
@@ -171,6 +198,9 @@ class _Connection:
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        # A client certificate names the connection (Kafka's default principal for SSL) until SASL names it.
+        principal = certificate_principal(writer.get_extra_info("peercert")) or ANONYMOUS
+        self.auth = ConnectionAuth(principal=principal, required=state.config.sasl_users is not None)
 
     async def serve(self) -> None:
         try:
@@ -182,6 +212,9 @@ class _Connection:
                 if response is not None:
                     self.writer.write(response)
                     await self.writer.drain()
+                if self.auth.close_after_answer:
+                    log.warning("closing the connection of %s: its SASL authentication failed", self.peer)
+                    return
         except MalformedRequestError as e:
             log.warning("closing the connection of %s: %s", self.peer, e)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -194,23 +227,45 @@ class _Connection:
             self.writer.close()
 
     async def _read_frame(self) -> bytes | None:
-        """The next request frame, None at a clean end of the connection."""
+        """The next request frame, None at a clean end of the connection.
+
+        Raises:
+            MalformedRequestError: The connection was idle for ``connections.max.idle.ms``, a frame's size is out
+                of bounds, or the rest of a frame did not come within the request read timeout.
+        """
+        config = self.state.config
         try:
-            prefix = await self.reader.readexactly(SIZE.size)
-        except asyncio.IncompleteReadError as e:
-            if not e.partial:
-                return None
-            raise
-        (size,) = SIZE.unpack(prefix)
-        limit = self.state.config.max_request_bytes
-        if not 0 < size <= limit:
+            first = await asyncio.wait_for(self.reader.readexactly(1), config.connections_max_idle_ms / 1000)
+        except asyncio.IncompleteReadError:
+            return None
+        except TimeoutError:
             raise MalformedRequestError(
-                f"a request of {size} bytes is outside socket.request.max.bytes (1 to {limit}); it was not read"
-            )
+                f"idle for connections.max.idle.ms ({config.connections_max_idle_ms} ms)"
+            ) from None
+        try:
+            return await asyncio.wait_for(self._read_rest(first), config.request_read_timeout_ms / 1000)
+        except TimeoutError:
+            raise MalformedRequestError(
+                f"a request was not received whole within {config.request_read_timeout_ms} ms of its first byte"
+            ) from None
+
+    async def _read_rest(self, first: bytes) -> bytes:
+        (size,) = SIZE.unpack(first + await self.reader.readexactly(SIZE.size - 1))
+        limit = self.state.config.max_request_bytes
+        what = "socket.request.max.bytes"
+        if self.auth.required and not self.auth.authenticated and limit > MAX_BYTES_BEFORE_AUTHENTICATION:
+            limit, what = MAX_BYTES_BEFORE_AUTHENTICATION, "sasl.server.max.receive.size (before authentication)"
+        if not 0 < size <= limit:
+            raise MalformedRequestError(f"a request of {size} bytes is outside {what} (1 to {limit}); it was not read")
         return await self.reader.readexactly(size)
 
     async def _answer(self, frame: bytes) -> bytes | None:
         api_key, version = peek_api(frame)
+        if self.auth.required and not self.auth.authenticated and api_key not in BEFORE_AUTHENTICATION:
+            raise MalformedRequestError(
+                f"API key {api_key} before SASL authentication; accepted first: ApiVersions, SaslHandshake, "
+                "SaslAuthenticate"
+            )
         api = served().get(api_key)
         if api is None:
             raise MalformedRequestError(f"API key {api_key} is not served (ApiVersions lists what is)")
@@ -223,7 +278,7 @@ class _Connection:
         types = message(api_key, version)
         header, offset = decode_header(frame, types.flexible)
         request = decode_request(types, frame, offset)
-        context = RequestContext(self.state, types, header, self.peer)
+        context = RequestContext(self.state, types, header, self.peer, self.auth.principal, self.auth)
         response = await api.handle(context, request)
         return None if response is None else encode_response(types, header.correlation_id, response)
 

@@ -60,3 +60,15 @@ def test_bytes_after_a_request_body_are_ignored_as_a_broker_ignores_them(endpoin
         client.send_raw(SIZE.pack(size + 3) + frame[SIZE.size :] + b"\x01\x00\x00")
         answer = client.receive_frame()
     assert answer is not None and int.from_bytes(answer[:4], "big") == client.correlation_id
+
+
+def test_a_length_that_would_abort_the_decoder_closes_the_connection_only(endpoint: Endpoint) -> None:
+    """Nine bytes of Metadata v12 claiming 0xC0000000 topics: kio 0.6.5's native reader would ask for 24 GiB at
+    once and abort the process; the bounds walk refuses the count first (test_fuzz_requests.py found it)."""
+    header = (3).to_bytes(2, "big") + (12).to_bytes(2, "big") + (7).to_bytes(4, "big") + b"\xff\xff\x00"
+    body = bytes.fromhex("808080800c") + b"\x00\x00\x00"
+    with WireClient(endpoint.bootstrap) as client:
+        client.send_raw(SIZE.pack(len(header + body)) + header + body)
+        assert client.receive_frame() is None
+    with WireClient(endpoint.bootstrap) as healthy:
+        assert _ask_versions(healthy).error_code == ErrorCode.none

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pysparklog.endpoint.context import RequestContext
 
 #: The modules of this package with an ``APIS`` tuple.
-FAMILIES: tuple[str, ...] = ("versions", "data", "admin", "groups", "transactions")
+FAMILIES: tuple[str, ...] = ("versions", "data", "admin", "groups", "transactions", "sasl")
 
 Handle = Callable[["RequestContext", Any], Awaitable[Any]]
 

@@ -72,10 +72,12 @@ def _topic_response(context: RequestContext, topic: TopicMetadata) -> Any:
 
 
 def _topic_error(context: RequestContext, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) -> Any:
+    # A response topic's name is nullable from v12 only (MetadataResponse.json), while v10-11 requests may ask by
+    # id with a null name: those get an empty name (found by tests/endpoint/test_fuzz_requests.py).
     return context.message.make(
         "MetadataResponseTopic",
         error_code=code,
-        name=name,
+        name="" if name is None and context.message.version < 12 else name,
         topic_id=topic_id or topic_uuid(ZERO_TOPIC_ID),
         is_internal=name in INTERNAL_TOPICS,
         partitions=(),
