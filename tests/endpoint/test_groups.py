@@ -55,6 +55,7 @@ from pysparklog.offsets import OffsetStore
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from tests.conftest import BUCKET
+from tests.endpoint.endpoint_process import LISTENING
 from tests.endpoint.kafka_wire import WireClient
 
 T = TypeVar("T")
@@ -548,9 +549,9 @@ def _serve_in_a_process(logs: LogDirectory) -> tuple[subprocess.Popen[str], str]
     )
     assert process.stdout is not None
     line = process.stdout.readline()
-    address = line.rsplit(" as ", 1)[-1].strip()
-    assert address, f"the endpoint did not start: {line!r}"
-    return process, address
+    listening = LISTENING.match(line.strip())
+    assert listening is not None, f"the endpoint did not start: {line!r}"
+    return process, listening["bootstrap"]
 
 
 def test_a_killed_coordinators_groups_move_and_its_generation_is_fenced(logs: LogDirectory) -> None:

@@ -24,6 +24,7 @@ from pysparklog.endpoint.registry import Registry
 from pysparklog.offsets import OffsetStore
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.structs import TopicPartition
+from tests.endpoint.endpoint_process import LISTENING
 
 TOPIC = "events"
 PARTITIONS = 6
@@ -176,7 +177,9 @@ def test_the_group_continues_from_its_committed_offsets_when_its_coordinator_is_
     consumed: list[tuple[int, int, bytes]] = []
     try:
         assert process.stdout is not None
-        doomed = process.stdout.readline().rsplit(" as ", 1)[-1].strip()
+        listening = LISTENING.match(process.stdout.readline().strip())
+        assert listening is not None, "the endpoint did not start"
+        doomed = listening["bootstrap"]
         with Endpoint(log_dir, _config()) as survivor:
             assert survivor.state is not None
             registry = survivor.state.state(Registry)
