@@ -67,7 +67,9 @@ GROUP_FILE_PREFIX = "pysparklog-group."
 _STATE_SUFFIX = ".json"
 _LOCK_SUFFIX = ".lock"
 _STATE_VERSION = 1
-_MAX_GROUP_ID_BYTES = 200  # keeps the escaped file name within a file system's 255 bytes
+#: The longest group id percent-encoded, as its file names hold it: keeps ``pysparklog-group.<id>.json``, its lock
+#: and the temporary file a replace writes through within a file system's 255 bytes.
+_MAX_ESCAPED_GROUP_ID = 200
 
 
 class GroupState(StrEnum):
@@ -220,18 +222,22 @@ class _Group:
 def validate_group_id(group_id: str) -> None:
     """Kafka refuses an empty group id (``InvalidGroupIdException``); the file name bounds its length.
 
+    The bound is on the id as its file names hold it, percent-encoded: a character outside ASCII letters, digits
+    and ``_.-~`` takes three bytes per UTF-8 byte there, so 200 bytes of UTF-8 could make a name of 600.
+
     Raises:
-        InvalidConfigError: The id is not a non-empty string of at most 200 UTF-8 bytes (a command-line argument
-            of bytes that are not UTF-8 is not one).
+        InvalidConfigError: The id is not a non-empty string of at most 200 bytes once percent-encoded (a
+            command-line argument of bytes that are not UTF-8 is not one).
     """
     try:
-        valid = isinstance(group_id, str) and 0 < len(group_id.encode()) <= _MAX_GROUP_ID_BYTES
+        valid = isinstance(group_id, str) and 0 < len(quote(group_id, safe="")) <= _MAX_ESCAPED_GROUP_ID
     except UnicodeEncodeError:
         valid = False
     if not valid:
         raise InvalidConfigError(
-            f"group.id {group_id!r} is invalid; accepted: a non-empty string of at most {_MAX_GROUP_ID_BYTES} bytes "
-            "of UTF-8"
+            f"group.id {group_id!r} is invalid; accepted: a non-empty string of UTF-8 of at most "
+            f"{_MAX_ESCAPED_GROUP_ID} bytes once percent-encoded (ASCII letters, digits and _.-~ count one byte, "
+            "any other UTF-8 byte three)"
         )
 
 

@@ -559,9 +559,23 @@ def test_describe_delete_and_list(log_dir: LogDirectory) -> None:
 
 def test_group_ids_are_validated() -> None:
     validate_group_id("x" * 200)
-    for bad in ("", "x" * 201, "é" * 101, None, 7, "\udcff"):  # the last: a command-line byte that is not UTF-8
+    validate_group_id("é" * 33)  # 66 bytes of UTF-8, 198 percent-encoded
+    # "𝑻" * 50: 200 bytes of UTF-8 but 600 in its file name, which no file system takes (found by fuzzing the endpoint)
+    for bad in ("", "x" * 201, "é" * 34, "\U0001d47b" * 50, None, 7, "\udcff"):  # the last: a byte that is not UTF-8
         with pytest.raises(InvalidConfigError, match="group.id .* is invalid; accepted: a non-empty string"):
             validate_group_id(bad)  # type: ignore[arg-type]
+
+
+def test_the_longest_group_id_accepted_has_its_files_written(log_dir: LogDirectory) -> None:
+    """The longest id of characters outside ASCII that validation accepts joins a group: its file names fit."""
+    group_id = "\U0001d47b" * 16  # 64 bytes of UTF-8, 192 percent-encoded
+    validate_group_id(group_id)
+    coordinator = GroupCoordinator(log_dir, group_id)
+    try:
+        joined = coordinator.join(JoinRequest("c", ("range",), 10_000), ["t"])
+    finally:
+        coordinator.close()
+    assert joined.generation >= 1
 
 
 @pytest.mark.parametrize(

@@ -54,8 +54,8 @@ class Phase(StrEnum):
 
 def storage_group(log_dir: LogDirectory, group_id: str) -> GroupDescription | None:
     """The group of pysparklog's own consumers (``pysparklog.group``, coordinated through the log directory) with
-    this id, None when there is none, or when the id is one they cannot use (over 200 bytes: Kafka's ids may be
-    longer)."""
+    this id, None when there is none, or when the id is one they cannot use (``validate_group_id``: Kafka's ids may
+    be longer)."""
     try:
         validate_group_id(group_id)
     except InvalidConfigError:
