@@ -55,6 +55,7 @@ NOT_LOG_DIRECTORY_FILES = {
     "cli/delete_records.py": "the JSON file the user names",
     "cli/dump_log.py": "the files the user names",
     "datasource_v2.py": "Spark's checkpoint metadata",
+    "endpoint/security.py": "the SASL users file and TLS certificates the operator names",
 }
 
 
