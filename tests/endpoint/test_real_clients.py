@@ -410,7 +410,9 @@ def test_confluent_kafka_idempotent_producer_and_group_through_two_endpoints_wit
         def consume_until(count: int) -> None:
             deadline = time.monotonic() + 120
             while len(set(consumed)) < count:
-                assert time.monotonic() < deadline, f"read {len(set(consumed))} of {count} records in 120 s"
+                assert time.monotonic() < deadline, f"read {len(set(consumed))} of {count} records in 120 s" + "".join(
+                    f"\n--- endpoint {member.name}:\n{member.log()}" for member in endpoints.members
+                )
                 message = consumer.poll(0.5)
                 if message is None or message.error() is not None:
                     continue
