@@ -64,20 +64,26 @@ class Member:
         #: The codes of commits refused.
         self.refused: list[int] = []
         self.stopping = threading.Event()
+        #: A commit was refused and not yet made since.
+        self.pending = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _commit(self, when: str) -> None:
         """Commit what was consumed. A commit refused mid-rebalance (the member's generation just ended, or the
-        next has not synced) is retried with the next batch, as an application does: the partitions it keeps go on
-        from its position, and one it gives up is committed in ``on_revoke`` in the generation that moves it."""
+        next has not synced) is retried at the next poll, batch or not, as an application does: the partitions it
+        keeps go on from its position, and one it gives up is committed in ``on_revoke`` in the generation that
+        moves it. (Retried with the next batch only, the last one's commit was lost when no batch came after it.)"""
         try:
             self.consumer.commit(asynchronous=False)
+            self.pending = False
         except KafkaException as exception:
             code = exception.args[0].code()
             if code == KafkaError._NO_OFFSET:
+                self.pending = False
                 return  # nothing consumed since the last commit
             self.refused.append(code)
+            self.pending = True
             if code not in (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION):
                 self.errors.append(f"commit {when}: {exception}")
 
@@ -101,6 +107,8 @@ class Member:
                 if taken:
                     self.consumed.extend(taken)
                     self._commit("after a batch")
+                elif self.pending:
+                    self._commit("again, after a refusal")
         finally:
             self.consumer.close()
 
