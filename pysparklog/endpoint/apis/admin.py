@@ -17,13 +17,13 @@ import enum
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from pysparklog.endpoint.apis import Api
+from pysparklog.endpoint.apis import Api, Handle
 from pysparklog.endpoint.apis.versions import NO_THROTTLE
 from pysparklog.endpoint.context import RequestContext
 from pysparklog.endpoint.data.metadata import topic_id_text, topic_uuid
@@ -711,35 +711,21 @@ def _delete_records(context: RequestContext, request: Any) -> Any:
 # -- handlers -------------------------------------------------------------------------------------------------------
 
 
-async def create_topics(context: RequestContext, request: Any) -> Any:
-    return await context.endpoint.run_blocking(_create_topics, context, request)
+def _on_engine_threads(answer: Callable[[RequestContext, Any], Any]) -> Handle:
+    """The handler answering with ``answer(context, request)``, which blocks on the log directory: each admin call
+    is a read-modify-write of its metadata, run whole on the engine's threads."""
 
+    async def handle(context: RequestContext, request: Any) -> Any:
+        return await context.endpoint.run_blocking(answer, context, request)
 
-async def delete_topics(context: RequestContext, request: Any) -> Any:
-    return await context.endpoint.run_blocking(_delete_topics, context, request)
-
-
-async def delete_records(context: RequestContext, request: Any) -> Any:
-    return await context.endpoint.run_blocking(_delete_records, context, request)
-
-
-async def describe_configs_handler(context: RequestContext, request: Any) -> Any:
-    return await context.endpoint.run_blocking(_describe_configs, context, request)
-
-
-async def create_partitions(context: RequestContext, request: Any) -> Any:
-    return await context.endpoint.run_blocking(_create_partitions, context, request)
-
-
-async def incremental_alter_configs(context: RequestContext, request: Any) -> Any:
-    return await context.endpoint.run_blocking(_incremental_alter_configs, context, request)
+    return handle
 
 
 APIS = (
-    Api(CREATE_TOPICS, 2, 7, create_topics),
-    Api(DELETE_TOPICS, 1, 6, delete_topics),
-    Api(DELETE_RECORDS, 0, 2, delete_records),
-    Api(DESCRIBE_CONFIGS, 1, 4, describe_configs_handler),
-    Api(CREATE_PARTITIONS, 0, 3, create_partitions),
-    Api(INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs),
+    Api(CREATE_TOPICS, 2, 7, _on_engine_threads(_create_topics)),
+    Api(DELETE_TOPICS, 1, 6, _on_engine_threads(_delete_topics)),
+    Api(DELETE_RECORDS, 0, 2, _on_engine_threads(_delete_records)),
+    Api(DESCRIBE_CONFIGS, 1, 4, _on_engine_threads(_describe_configs)),
+    Api(CREATE_PARTITIONS, 0, 3, _on_engine_threads(_create_partitions)),
+    Api(INCREMENTAL_ALTER_CONFIGS, 0, 1, _on_engine_threads(_incremental_alter_configs)),
 )
