@@ -35,6 +35,7 @@ from pysparklog.endpoint.context import EndpointState, RequestContext
 from pysparklog.endpoint.protocol import (
     SIZE,
     MalformedRequestError,
+    RequestHeader,
     decode_header,
     decode_request,
     encode_response,
@@ -286,18 +287,17 @@ class _Connection:
         """Kafka's answer to an ApiVersions request of a version too new: a v0 response with
         UNSUPPORTED_VERSION and the versions served, from which the client picks one and asks again."""
         types = message(API_VERSIONS, 0)
-        correlation_id = int.from_bytes(frame[4:8], "big", signed=True) if len(frame) >= 8 else 0
-        context = RequestContext(self.state, types, decode_header_loosely(frame), self.peer)
+        header = _fixed_header(frame)
+        context = RequestContext(self.state, types, header, self.peer)
         response: Any = types.make(
             "ApiVersionsResponse", error_code=ErrorCode.unsupported_version, api_keys=tuple(version_list(context))
         )
-        return encode_response(types, correlation_id, response)
+        return encode_response(types, header.correlation_id, response)
 
 
-def decode_header_loosely(frame: bytes) -> Any:
-    """The header of a request of a version the endpoint does not know, as far as its fixed part goes."""
-    from pysparklog.endpoint.protocol import RequestHeader
-
+def _fixed_header(frame: bytes) -> RequestHeader:
+    """The header of a request of a version the endpoint does not know, as far as its fixed part goes (key,
+    version, correlation id; the client id's encoding may be that version's own)."""
     api_key, version = peek_api(frame)
     correlation_id = int.from_bytes(frame[4:8], "big", signed=True) if len(frame) >= 8 else 0
     return RequestHeader(api_key, version, correlation_id, None)
