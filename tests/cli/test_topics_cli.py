@@ -89,8 +89,11 @@ def test_the_log_directory_comes_from_the_environment(tmp_path: Path, monkeypatc
 
 def test_without_a_log_directory_the_command_says_so(tmp_path: Path) -> None:
     missing = run_cli("topics", "--list")
-    assert missing.returncode != 0 and missing.stdout == ""
-    assert missing.stderr.count("\n") == 1 and "--log-dir" in missing.stderr
+    assert (missing.returncode, missing.stdout, missing.stderr) == (
+        2,
+        "",
+        "pysparklog topics: error: --log-dir is required (or set PYSPARKLOG_LOG_DIR)\n",
+    )
     absent = topics(tmp_path / "nope", "--list")
     assert (absent.returncode, absent.stderr) == (
         1,
