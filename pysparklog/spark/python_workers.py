@@ -203,8 +203,10 @@ def _on_audit_event(event: str, arguments: tuple[Any, ...]) -> None:
     if event != "subprocess.Popen":
         return
     _executable, command, _cwd, environment = arguments
-    program = command if isinstance(command, (str, bytes, os.PathLike)) else next(iter(command), "")
-    if os.path.basename(os.fsdecode(program)) in _LAUNCHERS:
+    names = (str, bytes, os.PathLike)
+    program = command if isinstance(command, names) else next(iter(command), None)
+    # Every subprocess of the program passes here: anything but a launch of Spark goes through untouched.
+    if isinstance(program, names) and os.path.basename(os.fsdecode(program)) in _LAUNCHERS:
         warn_if_workers_lack_pysparklog(os.environ if environment is None else environment)
 
 
@@ -220,16 +222,23 @@ def _runs_spark_classic_driver() -> bool:
 
 def _running_jvm_environment() -> Mapping[str, str] | None:
     """This process's environment as the JVM of its running SparkContext has it (the variables Spark reads, and the
-    search paths, taken from the JVM), or None when no SparkContext runs."""
+    search paths, taken from the JVM), or None when no SparkContext runs (or its JVM does not answer)."""
     context_module = sys.modules.get("pyspark.core.context")
     context = getattr(context_module, "SparkContext", None)
     active = getattr(context, "_active_spark_context", None)
     if active is None:
         return None
-    system = active._jvm.java.lang.System
+    from py4j.protocol import Py4JError  # loaded with the SparkContext that runs
+
     environment = dict(os.environ)
-    for name in (DRIVER_PYTHON_VARIABLE, PYTHON_VARIABLE, "PATH", "PYTHONPATH"):
-        value = system.getenv(name)
+    try:
+        system = active._jvm.java.lang.System
+        jvm_values = {
+            name: system.getenv(name) for name in (DRIVER_PYTHON_VARIABLE, PYTHON_VARIABLE, "PATH", "PYTHONPATH")
+        }
+    except Py4JError:  # a JVM that no longer answers: nothing to check, and an import must not fail over a check
+        return None
+    for name, value in jvm_values.items():
         if value is None:
             environment.pop(name, None)
         else:
