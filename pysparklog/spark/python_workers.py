@@ -34,6 +34,7 @@ import sys
 import warnings
 from collections.abc import Mapping
 from enum import Enum
+from importlib.machinery import PathFinder
 from typing import Any, NamedTuple
 
 from pysparklog.errors import PythonWorkerEnvironmentWarning
@@ -217,7 +218,7 @@ def _runs_spark_classic_driver() -> bool:
         return False
     spec = importlib.util.find_spec("pyspark")
     locations = spec.submodule_search_locations if spec is not None else None
-    return any(os.path.isdir(os.path.join(location, "core")) for location in locations or ())
+    return locations is not None and PathFinder.find_spec("pyspark.core", list(locations)) is not None
 
 
 def _running_jvm_environment() -> Mapping[str, str] | None:
