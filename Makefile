@@ -37,8 +37,12 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r $(LOCK)
 	# compat: a plain path entry in a .pth file, not setuptools' import hook, so that pkgutil.iter_modules()
-	# lists pyspark_pysparklog and Spark registers format("pysparklog") by itself from any working directory.
-	$(PY) -m pip install --quiet --no-deps -e . --config-settings editable_mode=compat
+	# lists pyspark_pysparklog and Spark registers format("pysparklog") by itself from any working directory, and a
+	# module added to the checkout imports without a reinstall. setuptools warns that compat mode is transitional,
+	# and pip prints that as a banner on every set-up; the filter drops that one warning (by its first words) in the
+	# build backend, which pip runs in a process of its own, and nothing else.
+	PYTHONWARNINGS='ignore:Compat editable installs' \
+		$(PY) -m pip install --quiet --no-deps -e . --config-settings editable_mode=compat
 	touch $(STAMP)
 
 run: setup

@@ -9,12 +9,19 @@ On Databricks a notebook has ``dbutils`` and ``display``; anywhere else each not
 * ``LocalDisplay(figures_dir)``: ``display(...)``. It prints a Spark or pandas DataFrame and saves a matplotlib
   figure as a PNG in ``figures_dir``, where Databricks would render them in the notebook.
 
+And ``temporary_base_dir(prefix)``, the ``base_dir`` of a notebook whose widget is empty: a new temporary directory
+that goes when the notebook's Python process ends, as a notebook's scratch files go with its session, instead of
+one more ``pysparklog-*`` directory left in the temporary directory by every run.
+
 Nothing else of ``dbutils`` is here: a notebook that needs more runs only on Databricks.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -97,3 +104,12 @@ class LocalDisplay:
             print(f"figure saved as {path}")
         else:
             print(content)
+
+
+def temporary_base_dir(prefix: str) -> str:
+    """A new directory in the temporary directory (``$TMPDIR``), named ``prefix`` and a random part, removed with
+    everything in it when this Python process ends. Only the directory made here goes: a ``base_dir`` the user gives
+    stays."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path

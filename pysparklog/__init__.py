@@ -32,6 +32,7 @@ from pysparklog.errors import (
     OutOfOrderSequenceError,
     ProducerFencedError,
     PySparkLogError,
+    PythonWorkerEnvironmentWarning,
     RecordTooLargeError,
     SinkCommitError,
     TopicExistsError,
@@ -40,6 +41,7 @@ from pysparklog.errors import (
     UnknownTopicError,
     UnsupportedCodecError,
 )
+from pysparklog.spark.python_workers import check_python_workers
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
 #: The environment variable that makes pysparklog's loggers print at a level (``INFO`` shows each micro-batch's
@@ -68,6 +70,9 @@ def _configure_logging() -> None:
 
 
 _configure_logging()
+# format("pysparklog") is found in Spark's Python workers, not in this interpreter: warn when Spark would start a
+# Python without pysparklog (pysparklog.spark.python_workers says when and how it checks).
+check_python_workers()
 
 if TYPE_CHECKING:
     from pysparklog.consumer import Consumer, ConsumerConfig, ConsumerRecord
@@ -139,6 +144,7 @@ __all__ = [
     "ProducerConfig",
     "ProducerFencedError",
     "PySparkLogError",
+    "PythonWorkerEnvironmentWarning",
     "RecordTooLargeError",
     "SinkCommitError",
     "RecordMetadata",

@@ -185,3 +185,10 @@ class DataLossError(PySparkLogError):
 class SinkCommitError(PySparkLogError):
     """A micro-batch cannot be committed exactly once; Spark fails the query, and the batch is written
     again when it restarts."""
+
+
+class PythonWorkerEnvironmentWarning(UserWarning):
+    """The Python Spark starts for its Python workers does not have pysparklog, so ``format("pysparklog")`` fails
+    with ``DATA_SOURCE_NOT_FOUND``: Spark looks the source up in such a worker, not in the driver's interpreter.
+    A warning, not an error, because the driver cannot be sure (Spark's ``conf/spark-env.sh`` may set the variable
+    anew); ``warnings.filterwarnings("ignore", category=PythonWorkerEnvironmentWarning)`` silences it."""

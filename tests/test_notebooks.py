@@ -36,8 +36,9 @@ MAGIC = "# MAGIC"
 BROKER_NOTEBOOK = "06_broker_log_analysis"
 #: The one notebook that draws a figure, which ``display`` saves as a PNG outside Databricks.
 FIGURE_NOTEBOOK = "07_lag_monitor"
+QUICKSTART = NOTEBOOKS_DIR / "01_quickstart.py"
 #: The notebook run a second time with its log directory on S3, that run's id, and its ``orders`` widget.
-S3_NOTEBOOK = NOTEBOOKS_DIR / "01_quickstart.py"
+S3_NOTEBOOK = QUICKSTART
 S3_RUN = "01_quickstart_on_s3"
 S3_ORDERS = 8
 #: The longest all the notebooks may take together, in seconds (about three minutes on two cores).
@@ -167,3 +168,41 @@ def test_quickstart_runs_on_s3(notebooks: Notebooks) -> None:
     notebooks.check(S3_RUN, S3_NOTEBOOK.name)
     produced = topic_records(f"{s3_base_dir(notebooks.base)}/logs", "orders").column("value").to_pylist()
     assert sorted(produced) == sorted(event.value for event in order_events(S3_ORDERS))
+
+
+#: Run between two notebooks in one runner: what the temporary directory holds then.
+LIST_TEMPORARY_DIRECTORY = "import os, tempfile\nprint(sorted(os.listdir(tempfile.gettempdir())))\n"
+
+
+@pytest.mark.timeout(NOTEBOOKS_TIMEOUT + 60)
+def test_a_local_run_removes_the_temporary_base_dir_it_made_and_keeps_a_given_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quickstart twice in one runner, with the runner's temporary directory (``$TMPDIR``) one of the test's:
+    with ``base_dir`` empty the notebook makes its directory there, which is gone once the runner's Python has ended;
+    with ``base_dir`` given, the log it wrote there stays."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    script = tmp_path / QUICKSTART.name
+    script.write_text(to_script(QUICKSTART.read_text()))
+    listing = tmp_path / "list_temporary_directory.py"
+    listing.write_text(LIST_TEMPORARY_DIRECTORY)
+    given = tmp_path / "given"
+    orders = {environment_variable("orders"): "4"}
+    jobs = [
+        PipelineJob(id="temporary", path=str(script), env=orders),
+        PipelineJob(id="listing", path=str(listing)),
+        PipelineJob(id="given", path=str(script), env=orders | widget_environment({"base_dir": str(given)})),
+    ]
+    runs, stderr = run_pipelines(jobs, tmp_path / "runner", NOTEBOOKS_TIMEOUT)
+    for job in jobs:
+        run = runs[job.id]
+        assert run.returncode == 0, run.describe(job.id, stderr.read_text(errors="replace")[-6000:])
+    assert "'pysparklog-quickstart-" in runs["listing"].output, "the run made no directory in $TMPDIR"
+    assert list(temporary.iterdir()) == []
+    assert sorted(path.name for path in (given / "logs").iterdir() if path.name.startswith("orders-")) == [
+        "orders-0",
+        "orders-1",
+        "orders-2",
+    ]

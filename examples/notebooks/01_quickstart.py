@@ -29,12 +29,11 @@ if "dbutils" in globals():  # on Databricks: restart Python, so that the noteboo
 # COMMAND ----------
 
 import os
-import tempfile
 
 from pyspark.sql import functions as F
 
 from examples.common import ORDER_SCHEMA, fresh_log_dir
-from examples.notebook_shims import LocalDbutils, LocalDisplay
+from examples.notebook_shims import LocalDbutils, LocalDisplay, temporary_base_dir
 from examples.quickstart import create_topic, produce_orders
 from pysparklog import LogDirectory
 from pysparklog.datasource_v2 import PySparkLogDataSource
@@ -51,7 +50,7 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC   `abfss://container@account.dfs.core.windows.net/prefix`, `gs://bucket/prefix`): every node reaches the log
 # MAGIC   there without a shared filesystem. Not `/Volumes/...` or `/dbfs/...`, which cannot take appends (see
 # MAGIC   `docs/cluster.md`). Empty, it is a new temporary directory on the driver, which only a single-node
-# MAGIC   cluster (or a laptop) can use.
+# MAGIC   cluster (or a laptop) can use, removed when the notebook's Python process ends.
 # MAGIC * `work_dir` holds the query's checkpoint; empty, it is `base_dir`'s `work/`. It may be a volume
 # MAGIC   (`/Volumes/catalog/schema/volume/...`) or on the logs' bucket.
 # MAGIC * `orders`: how many orders to produce events for (one to four events each), and `partitions`: the topic's.
@@ -70,7 +69,7 @@ dbutils.widgets.text("work_dir", "", "Work directory (default: base_dir/work)")
 dbutils.widgets.text("orders", "12", "Orders")
 dbutils.widgets.dropdown("partitions", "3", ["1", "2", "3", "6"], "Partitions")
 
-BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-quickstart-")
+BASE_DIR = dbutils.widgets.get("base_dir") or temporary_base_dir("pysparklog-quickstart-")
 WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
 ORDERS = int(dbutils.widgets.get("orders"))
 PARTITIONS = int(dbutils.widgets.get("partitions"))

@@ -30,14 +30,13 @@ if "dbutils" in globals():  # on Databricks: restart Python, so that the noteboo
 # COMMAND ----------
 
 import os
-import tempfile
 from collections import Counter
 
 from pyspark.sql import functions as F
 
 from examples.common import fresh_log_dir, order_events
 from examples.migrate_from_kafka import create_topics
-from examples.notebook_shims import LocalDbutils, LocalDisplay
+from examples.notebook_shims import LocalDbutils, LocalDisplay, temporary_base_dir
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
 # COMMAND ----------
@@ -49,7 +48,8 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC Databricks give `base_dir` an object-store URL the cluster can write, such as a Unity Catalog external
 # MAGIC location's cloud URL (`s3://...`, `abfss://...`, `gs://...`), not `/Volumes` or `/dbfs` (see
 # MAGIC `docs/cluster.md`); `work_dir` may be on the same bucket or a volume. Empty, `base_dir` is a new temporary
-# MAGIC directory. `records` is the number of records in each of the guide's topics, `topic1` and `topic2`.
+# MAGIC directory, removed when the notebook's Python process ends. `records` is the number of records in each of
+# MAGIC the guide's topics, `topic1` and `topic2`.
 
 # COMMAND ----------
 
@@ -59,7 +59,7 @@ dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
 dbutils.widgets.text("work_dir", "", "Work directory (default: base_dir/work)")
 dbutils.widgets.text("records", "20", "Records per topic")
 
-BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-migrate-")
+BASE_DIR = dbutils.widgets.get("base_dir") or temporary_base_dir("pysparklog-migrate-")
 WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
 RECORDS = int(dbutils.widgets.get("records"))
 if "display" not in globals():  # outside Databricks: prints DataFrames, saves figures in WORK_DIR

@@ -28,14 +28,13 @@ if "dbutils" in globals():  # on Databricks: restart Python, so that the noteboo
 # COMMAND ----------
 
 import os
-import tempfile
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from examples.common import ORDER_SCHEMA, fresh_log_dir, latest_per_order, order_events
 from examples.log_to_delta import produce
-from examples.notebook_shims import LocalDbutils, LocalDisplay
+from examples.notebook_shims import LocalDbutils, LocalDisplay, temporary_base_dir
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
 # COMMAND ----------
@@ -47,8 +46,8 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC `base_dir`'s `work/`). On Databricks give `base_dir` an object-store URL the cluster can write, such as a
 # MAGIC Unity Catalog external location's cloud URL (`s3://...`, `abfss://...`, `gs://...`), not `/Volumes` or
 # MAGIC `/dbfs` (see `docs/cluster.md`); the tables and checkpoints can be anywhere Delta writes: the same bucket,
-# MAGIC or a volume. Empty, `base_dir` is a new temporary directory. `orders` is the number of orders to produce
-# MAGIC events for.
+# MAGIC or a volume. Empty, `base_dir` is a new temporary directory, removed when the notebook's Python process
+# MAGIC ends. `orders` is the number of orders to produce events for.
 
 # COMMAND ----------
 
@@ -58,7 +57,7 @@ dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
 dbutils.widgets.text("work_dir", "", "Tables and checkpoints (default: base_dir/work)")
 dbutils.widgets.text("orders", "100", "Orders")
 
-BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-log-to-delta-")
+BASE_DIR = dbutils.widgets.get("base_dir") or temporary_base_dir("pysparklog-log-to-delta-")
 WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
 ORDERS = int(dbutils.widgets.get("orders"))
 TOPIC = "orders"

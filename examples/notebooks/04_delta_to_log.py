@@ -26,13 +26,12 @@ if "dbutils" in globals():  # on Databricks: restart Python, so that the noteboo
 # COMMAND ----------
 
 import os
-import tempfile
 
 from pyspark.sql import functions as F
 
 from examples.common import fresh_log_dir
 from examples.delta_to_log import NEW_IN_ROUND_2, SCHEMA, create_table, first_changes, more_changes
-from examples.notebook_shims import LocalDbutils, LocalDisplay
+from examples.notebook_shims import LocalDbutils, LocalDisplay, temporary_base_dir
 from pysparklog import LogDirectory
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
@@ -45,7 +44,8 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC `base_dir`'s `work/`). On Databricks give `base_dir` an object-store URL the cluster can write, such as a
 # MAGIC Unity Catalog external location's cloud URL (`s3://...`, `abfss://...`, `gs://...`), not `/Volumes` or
 # MAGIC `/dbfs` (see `docs/cluster.md`); the table can be anywhere Delta writes: the same bucket, or a volume.
-# MAGIC Empty, `base_dir` is a new temporary directory. `customers` is the number of rows the first commit inserts.
+# MAGIC Empty, `base_dir` is a new temporary directory, removed when the notebook's Python process ends.
+# MAGIC `customers` is the number of rows the first commit inserts.
 
 # COMMAND ----------
 
@@ -55,7 +55,7 @@ dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
 dbutils.widgets.text("work_dir", "", "Table and checkpoint (default: base_dir/work)")
 dbutils.widgets.text("customers", "20", "Customers")
 
-BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-delta-to-log-")
+BASE_DIR = dbutils.widgets.get("base_dir") or temporary_base_dir("pysparklog-delta-to-log-")
 WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
 CUSTOMERS = int(dbutils.widgets.get("customers"))
 TOPIC = "customers.changes"

@@ -27,7 +27,6 @@ if "dbutils" in globals():  # on Databricks: restart Python, so that the noteboo
 # COMMAND ----------
 
 import os
-import tempfile
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -42,7 +41,7 @@ from examples.changelog_table import (
     user_updates,
 )
 from examples.common import fresh_log_dir
-from examples.notebook_shims import LocalDbutils, LocalDisplay
+from examples.notebook_shims import LocalDbutils, LocalDisplay, temporary_base_dir
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
 # COMMAND ----------
@@ -52,8 +51,8 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC
 # MAGIC `base_dir` holds the log directory (`logs/`). On Databricks give it an object-store URL the cluster can
 # MAGIC write, such as a Unity Catalog external location's cloud URL (`s3://...`, `abfss://...`, `gs://...`), not
-# MAGIC `/Volumes` or `/dbfs` (see `docs/cluster.md`). Empty, it is a new temporary directory. `users` profiles are
-# MAGIC rewritten `rounds` times.
+# MAGIC `/Volumes` or `/dbfs` (see `docs/cluster.md`). Empty, it is a new temporary directory
+# MAGIC (removed when the notebook's Python process ends). `users` profiles are rewritten `rounds` times.
 
 # COMMAND ----------
 
@@ -63,7 +62,7 @@ dbutils.widgets.text("base_dir", "", "Base directory or object-store URL")
 dbutils.widgets.text("users", "200", "Users")
 dbutils.widgets.text("rounds", "40", "Rounds of updates")
 
-BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-changelog-")
+BASE_DIR = dbutils.widgets.get("base_dir") or temporary_base_dir("pysparklog-changelog-")
 USERS = int(dbutils.widgets.get("users"))
 ROUNDS = int(dbutils.widgets.get("rounds"))  # every live user's profile is rewritten each round
 TOPIC = "users"  # the topic of examples/changelog_table.py

@@ -31,13 +31,12 @@ if "dbutils" in globals():  # on Databricks: restart Python, so that the noteboo
 
 import json
 import os
-import tempfile
 
 from pyspark.sql import functions as F
 
 from examples.broker_log_analysis import PRINTABLE_KEY, batch_codecs, copy_log_dir, list_partitions
 from examples.common import REPO, fresh_dir
-from examples.notebook_shims import LocalDbutils, LocalDisplay
+from examples.notebook_shims import LocalDbutils, LocalDisplay, temporary_base_dir
 from pysparklog import LogDirectory
 from pysparklog.datasource_v2 import PySparkLogDataSource
 
@@ -52,7 +51,7 @@ from pysparklog.datasource_v2 import PySparkLogDataSource
 # MAGIC (`/Volumes/...`). The notebook copies it, file by file, to `logs/` in `base_dir`, which must therefore be
 # MAGIC a directory, not an object-store URL, that every node sees at the same path: the driver's local disk on a
 # MAGIC single-node cluster, or a shared filesystem such as NFS (see `docs/cluster.md`). Empty, it is a new
-# MAGIC temporary directory.
+# MAGIC temporary directory, removed when the notebook's Python process ends.
 # MAGIC `include_internal`: `false` leaves out the topics Kafka's consumers do not see by default (`__...`).
 
 # COMMAND ----------
@@ -65,7 +64,7 @@ dbutils.widgets.dropdown("include_internal", "true", ["true", "false"], "Include
 
 BROKER_FIXTURE = REPO / "tests" / "fixtures" / "kafka-broker-logdir"
 BROKER_LOG_DIR = dbutils.widgets.get("broker_log_dir") or str(BROKER_FIXTURE)
-BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-broker-")
+BASE_DIR = dbutils.widgets.get("base_dir") or temporary_base_dir("pysparklog-broker-")
 INCLUDE_INTERNAL = dbutils.widgets.get("include_internal") == "true"
 if "display" not in globals():  # outside Databricks: prints DataFrames (this notebook draws no figure)
     display = LocalDisplay(BASE_DIR)

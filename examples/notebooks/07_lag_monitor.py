@@ -29,14 +29,13 @@ if "dbutils" in globals():  # on Databricks: restart Python, so that the noteboo
 # COMMAND ----------
 
 import os
-import tempfile
 import time
 
 import matplotlib.pyplot as plt
 
 from examples.common import fresh_log_dir
 from examples.lag_monitor import GROUP, PARTITIONS, TOPIC, create_topic, describe_group, monitor
-from examples.notebook_shims import LocalDbutils, LocalDisplay
+from examples.notebook_shims import LocalDbutils, LocalDisplay, temporary_base_dir
 from pysparklog import OffsetStore, TopicPartition
 from pysparklog.datasource_v2 import PySparkLogDataSource
 from pysparklog.spark.lag import OffsetsBehindLatest, OffsetsBehindLatestListener
@@ -50,8 +49,8 @@ from pysparklog.spark.lag import OffsetsBehindLatest, OffsetsBehindLatestListene
 # MAGIC outside Databricks, `display` saves the plot there as a PNG). On Databricks give `base_dir` an object-store
 # MAGIC URL the cluster can write, such as a Unity Catalog external location's cloud URL (`s3://...`,
 # MAGIC `abfss://...`, `gs://...`), not `/Volumes` or `/dbfs` (see `docs/cluster.md`); `work_dir` may be on the same
-# MAGIC bucket or a volume. Empty, `base_dir` is a new temporary directory. The rates (records per second) make the
-# MAGIC consumer half as fast as the producer.
+# MAGIC bucket or a volume. Empty, `base_dir` is a new temporary directory, removed when the
+# MAGIC notebook's Python process ends. The rates (records per second) make the consumer half as fast as the producer.
 
 # COMMAND ----------
 
@@ -63,7 +62,7 @@ dbutils.widgets.text("produce_rate", "400", "Producer records/s")
 dbutils.widgets.text("consume_rate", "200", "Consumer records/s")
 dbutils.widgets.text("produce_seconds", "3", "Producer seconds")
 
-BASE_DIR = dbutils.widgets.get("base_dir") or tempfile.mkdtemp(prefix="pysparklog-lag-")
+BASE_DIR = dbutils.widgets.get("base_dir") or temporary_base_dir("pysparklog-lag-")
 WORK_DIR = dbutils.widgets.get("work_dir") or os.path.join(BASE_DIR, "work")
 PRODUCE_RATE = float(dbutils.widgets.get("produce_rate"))
 CONSUME_RATE = float(dbutils.widgets.get("consume_rate"))
