@@ -130,7 +130,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Kafka's producer partitions them (kafka-console-producer.sh).",
     )
     add_log_dir_argument(parser)
-    parser.add_argument("--topic", required=True, help="the topic to append to; it must exist")
+    parser.add_argument(
+        "--topic",
+        required=True,
+        help="the topic to append to; created by the first line when missing, unless server.properties sets "
+        "auto.create.topics.enable=false",
+    )
     parser.add_argument(
         "--partition", type=_partition, metavar="P", help="append every line to partition P instead of partitioning"
     )
