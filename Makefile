@@ -11,15 +11,19 @@ LOCK := requirements/dev.lock
 
 # The first of python<version> on PATH and pyenv's <version>.* that runs: a pyenv shim of a version that is not
 # selected is on PATH but fails. Evaluated only when a recipe needs it.
-PYTHON ?= $(firstword $(foreach candidate,python$(PY_VERSION) \
-	$(wildcard $(PYENV_ROOT)/versions/$(PY_VERSION).*/bin/python$(PY_VERSION)), \
+find_python = $(firstword $(foreach candidate,python$(1) $(wildcard $(PYENV_ROOT)/versions/$(1).*/bin/python$(1)), \
 	$(shell $(candidate) -c '' >/dev/null 2>&1 && echo $(candidate))))
+PYTHON ?= $(call find_python,$(PY_VERSION))
+# The Pythons a release has a wheel for (make dist), each found as above (a missing one is named as python<version>,
+# which the build then reports).
+DIST_PYTHON_VERSIONS := 3.10 3.11 3.12 3.13
+DIST_PYTHONS = $(foreach version,$(DIST_PYTHON_VERSIONS),$(or $(call find_python,$(version)),python$(version)))
 
 # Executors run PYSPARK_PYTHON, not the driver's interpreter: point Spark at this environment.
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup run run-s3 test test-fast bench bench-peer lint lock clean
+.PHONY: setup run run-s3 test test-fast dist test-dist bench bench-peer lint lock clean
 
 setup: $(STAMP)
 
@@ -45,16 +49,25 @@ run-s3: setup
 	$(PY) -m examples.on_object_store
 
 test: setup
-	# The packaging test installs the other pyspark 4.2 patch release, which is published as an sdist only: its
-	# wheel is built into pip's cache first, once per machine, as set-up rather than as part of the suite's time.
-	$(PY) -m tests.test_packaging
 	# Two workers: most of the suite waits on JVMs, subprocesses and servers, so two share the two cores well (15 min
 	# against 19 in one process, on a machine other work was loading). The jars they need are fetched first, once.
 	$(PY) -m tests.warm_caches
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 -m 'not dist'
 
 test-fast: setup
-	$(PY) -m pytest -q -n 2 -m 'not slow and not interop and not spark'
+	$(PY) -m pytest -q -n 2 -m 'not slow and not interop and not spark and not dist'
+
+# What a release publishes, in dist/: the sdist, and from it a manylinux wheel per supported Python, each with the
+# kernels compiled (release/dist.py). Every Python of DIST_PYTHON_VERSIONS must be installed.
+dist: setup
+	$(PY) -m release.dist $(addprefix --python ,$(DIST_PYTHONS))
+
+# Each wheel of dist/ installed into a new environment of its Python beside a user's pyspark 4.2, and read and
+# written through Spark (tests/test_packaging.py). The runtime's pyspark, published as an sdist only, is built into
+# a wheel first, once per machine, as set-up rather than as part of the tests' time.
+test-dist: dist
+	$(PY) -m tests.test_packaging
+	PYSPARKLOG_DIST_PYTHONS="$(DIST_PYTHONS)" $(PY) -m pytest -q -n 2 -m dist tests/test_packaging.py
 
 bench: setup
 	$(PY) -m benchmarks

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from pysparklog.errors import InvalidConfigError
+from pysparklog.errors import InvalidConfigError, PySparkLogError
 
 if TYPE_CHECKING:
     from setuptools import Extension
@@ -59,6 +59,11 @@ _INTEGERS = (int, np.integer)
 
 class JitFallbackWarning(RuntimeWarning):
     """A kernel was called with argument types that its compiled variants do not take: numba's JIT compiles it."""
+
+
+class KernelsUnavailableError(PySparkLogError, ImportError):
+    """The kernels need numba's JIT (no usable extension, or a call no compiled variant takes) and numba is not
+    installed: it is the ``jit`` extra, since a wheel carries the kernels compiled and needs no numba."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +164,7 @@ def bind(namespace: dict[str, Any]) -> str:
         if choice == AOT:
             raise InvalidConfigError(f"{IMPLEMENTATION_VARIABLE}={AOT}, but {reason}")
         jit_reasons[module] = reason
-        namespace.update(_jit_kernels(module, namespace))
+        namespace.update(_jit_kernels(module, namespace, reason))
         return JIT
     namespace.update(_aot_kernels(module, compiled))
     return AOT
@@ -188,7 +193,7 @@ def using(which: str) -> Iterator[None]:
 
 def _implementation(module: str, which: str) -> dict[str, Any]:
     if which == JIT:
-        namespace = _jit_namespace(module)
+        namespace = _jit_namespace(module, f"{module} asked for with using({JIT!r})")
         return {name: namespace[name] for name, k in _registry[module].items() if k.signatures}
     compiled, reason = _extension_of(module, sys.modules[module].__dict__)
     if compiled is None:
@@ -231,13 +236,11 @@ class _AheadOfTime:
                         break
                 else:
                     return compiled(*args)
-        warnings.warn(
-            f"{self._module}.{self.__name__} has no compiled variant for arguments "
-            f"({', '.join(_describe(a) for a in args)}); numba's JIT compiles one",
-            JitFallbackWarning,
-            stacklevel=2,
-        )
-        return _jit_namespace(self._module)[self.__name__](*args)
+        described = ", ".join(map(_describe, args))
+        mismatch = f"{self._module}.{self.__name__} has no compiled variant for arguments ({described})"
+        jitted = _jit_namespace(self._module, mismatch)[self.__name__]
+        warnings.warn(f"{mismatch}; numba's JIT compiles one", JitFallbackWarning, stacklevel=2)
+        return jitted(*args)
 
     def __repr__(self) -> str:
         return f"<ahead-of-time kernel {self._module}.{self.__name__}>"
@@ -270,11 +273,21 @@ def _aot_kernels(module: str, compiled: Any) -> dict[str, Callable[..., Any]]:
     }
 
 
-def _jit_kernels(module: str, namespace: dict[str, Any]) -> dict[str, Any]:
+def _jit_kernels(module: str, namespace: dict[str, Any], why: str) -> dict[str, Any]:
     """numba's JIT of every kernel of ``module``, each a copy of the function whose globals are ``namespace``,
-    so that the kernels find one another there."""
-    from numba import extending, njit
+    so that the kernels find one another there.
 
+    Raises:
+        KernelsUnavailableError: numba is not installed; ``why`` says why the JIT was needed.
+    """
+    try:
+        from numba import extending, njit
+    except ImportError:
+        tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+        raise KernelsUnavailableError(
+            f"{module} needs numba's JIT ({why}), and numba is not installed: install the pysparklog wheel built "
+            f"for this Python ({tag}) and platform, or the JIT with pip install 'pysparklog[jit]'"
+        ) from None
     jitted: dict[str, Any] = {}
     for name, k in _registry[module].items():
         function = k.function
@@ -288,12 +301,13 @@ def _jit_kernels(module: str, namespace: dict[str, Any]) -> dict[str, Any]:
     return jitted
 
 
-def _jit_namespace(module: str) -> dict[str, Any]:
-    """A copy of ``module``'s globals with numba's JIT of every kernel: the JIT whichever the module bound."""
+def _jit_namespace(module: str, why: str) -> dict[str, Any]:
+    """A copy of ``module``'s globals with numba's JIT of every kernel: the JIT whichever the module bound.
+    ``why`` it is needed goes into the error when numba is missing."""
     namespace = _jit_namespaces.get(module)
     if namespace is None:
         namespace = dict(sys.modules[module].__dict__)
-        namespace.update(_jit_kernels(module, namespace))
+        namespace.update(_jit_kernels(module, namespace, why))
         _jit_namespaces[module] = namespace
     return namespace
 
@@ -345,7 +359,7 @@ def extension() -> Extension:
     sources = []
     for module in KERNEL_MODULES:
         importlib.import_module(module)
-        namespace = _jit_namespace(module)
+        namespace = _jit_namespace(module, "the package build compiles the kernels ahead of time with it")
         sources.append(sys.modules[module].__file__)
         for name, k in _registry[module].items():
             function = namespace[name].py_func if k.signatures else None

@@ -66,6 +66,7 @@ from pysparklog.spark.arrow import source_schema, to_spark_batch
 from pysparklog.spark.kafka_options import (
     SourceOptions,
     each_partition,
+    include_headers_option,
     latest_offsets,
     offsets_to_dict,
     parse_offsets,
@@ -128,7 +129,7 @@ class PySparkLogDataSource(DataSource):
         return "pysparklog"
 
     def schema(self) -> StructType:
-        return source_schema(self._either_options().include_headers)
+        return source_schema(self._include_headers())
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """The batch reader; one that takes filters when PySpark's pushdown planner asks.
@@ -196,18 +197,23 @@ class PySparkLogDataSource(DataSource):
             _log.warning("pysparklog: %s", warning)
         return options
 
-    def _either_options(self) -> SourceOptions:
-        """The options as a batch read's or else as a stream's: Spark asks ``schema()`` for both, without
-        saying which, so only what neither accepts fails here; the reader checks its own mode."""
+    def _include_headers(self) -> bool:
+        """Whether rows have the ``headers`` column, from options a batch read or a stream accepts.
+
+        Spark asks ``schema()`` for both kinds of query without saying which, so only what neither accepts fails
+        here, with the one message both give. When each kind refuses for a reason of its own (``endingOffsets``
+        earliest: a batch refuses the value, a stream the option), a message here could only carry both; the
+        reader Spark asks for next raises the one for its kind, and the schema needs only ``includeHeaders``.
+        """
         try:
-            return SourceOptions.parse(dict(self.options), streaming=False)
+            return SourceOptions.parse(dict(self.options), streaming=False).include_headers
         except InvalidConfigError as batch_error:
             try:
-                return SourceOptions.parse(dict(self.options), streaming=True)
+                return SourceOptions.parse(dict(self.options), streaming=True).include_headers
             except InvalidConfigError as stream_error:
                 if str(stream_error) == str(batch_error):
                     raise
-                raise InvalidConfigError(f"{batch_error} (in a batch query); {stream_error} (in a stream)") from None
+                return include_headers_option(dict(self.options))
 
 
 @dataclass(frozen=True)

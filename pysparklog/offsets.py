@@ -105,12 +105,20 @@ from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.records.arrow_records import BatchSettings
 from pysparklog.storage.records.default_records import RECORD_BATCH_OVERHEAD
-from pysparklog.storage.topic_config import ConfigKey, ConfigType, ServerProperties, normalize_overrides
-from pysparklog.storage.topics import validate_topic_name, validate_topic_partitions
+from pysparklog.storage.topic_config import (
+    MAX_PARTITIONS,
+    ConfigKey,
+    ConfigType,
+    ServerProperties,
+    normalize_overrides,
+)
+from pysparklog.storage.topics import validate_topic_name
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_TOPIC_PARTITIONS = ConfigKey("offsets.topic.num.partitions", ConfigType.INT, "50", minimum=1)
+OFFSETS_TOPIC_PARTITIONS = ConfigKey(
+    "offsets.topic.num.partitions", ConfigType.INT, "50", minimum=1, maximum=MAX_PARTITIONS
+)
 OFFSETS_TOPIC_SEGMENT_BYTES = ConfigKey(
     "offsets.topic.segment.bytes", ConfigType.INT, str(100 * 1024 * 1024), minimum=1
 )
@@ -620,7 +628,6 @@ class OffsetStore:
         self._storage = self._log_dir.storage
         server = self._log_dir.topics.server_properties()
         self._configured_partitions = _broker_int(server, OFFSETS_TOPIC_PARTITIONS)
-        validate_topic_partitions(self._configured_partitions, f"{server.path}: {OFFSETS_TOPIC_PARTITIONS.name}")
         segment_bytes = _broker_int(server, OFFSETS_TOPIC_SEGMENT_BYTES)
         try:
             self._topic_configs = normalize_overrides(

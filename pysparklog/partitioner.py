@@ -32,10 +32,9 @@ import pyarrow as pa
 
 from pysparklog import partitioner_kernels as kernels
 from pysparklog._compat import StrEnum
-from pysparklog.errors import InvalidConfigError, InvalidRecordError, UnknownTopicError
+from pysparklog.errors import InvalidConfigError, InvalidPartitionsError, InvalidRecordError, UnknownTopicError
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.records.arrow_records import binary_buffers
-from pysparklog.storage.topics import validate_partition_count
 
 #: A custom partitioner: given the records it decides for (the table's rows that carry no explicit
 #: partition) and the topic's partition count, it returns one partition per row. It sees whole
@@ -71,7 +70,7 @@ def partition_for_keys(keys: pa.Array | pa.ChunkedArray, num_partitions: int) ->
         InvalidConfigError: ``keys`` is not binary, string, large_binary or large_string.
         InvalidPartitionsError: ``num_partitions`` is not a positive int32.
     """
-    validate_partition_count(num_partitions)
+    _validate_num_partitions(num_partitions)
     offsets, valid, data = binary_buffers(keys, "key")
     out = np.empty(len(valid), np.int32)
     kernels.partition_column(offsets, valid, data, num_partitions, out)
@@ -202,7 +201,7 @@ class Partitioner:
                 give one integer (or null) per row.
             InvalidConfigError: A custom partitioner did not return one integer per row.
         """
-        validate_partition_count(num_partitions)
+        _validate_num_partitions(num_partitions)
         n = table.num_rows
         out = np.empty(n, np.int32)
         pending = np.ones(n, dtype=bool)  # rows the next rule still has to decide
@@ -248,6 +247,15 @@ class Partitioner:
         counters = (self._counter + np.arange(count, dtype=np.int64)) & kernels.POSITIVE
         self._counter = (self._counter + count) & kernels.MASK32
         return (counters % num_partitions).astype(np.int32)
+
+
+def _validate_num_partitions(num_partitions: int) -> None:
+    """Refuse a partition count Kafka's arithmetic has no answer for: the partitioner computes for any topic,
+    a broker's too, so its bound is Kafka's int32 rather than a log directory's ``MAX_PARTITIONS``."""
+    if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or not 1 <= num_partitions <= INT_MAX:
+        raise InvalidPartitionsError(
+            f"num_partitions = {num_partitions!r} is invalid; accepted: an integer from 1 to {INT_MAX}"
+        )
 
 
 def _record_sizes(table: pa.Table) -> np.ndarray:

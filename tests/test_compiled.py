@@ -126,3 +126,60 @@ def test_arguments_no_compiled_variant_takes_go_to_the_jit() -> None:
 def test_a_compiled_kernel_pickles_by_name() -> None:
     # As a numba dispatcher does, so that closures shipped to Spark's workers may refer to kernels.
     assert pickle.loads(pickle.dumps(kernels.decode_v2_records)) is kernels.decode_v2_records
+
+
+#: Run in a child whose numba cannot be imported, as in an installed wheel without the ``jit`` extra.
+_WITHOUT_NUMBA = """
+import sys
+sys.modules["numba"] = None  # import numba raises ImportError
+"""
+
+
+def _run_without_numba(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    child_env = {k: v for k, v in os.environ.items() if k != IMPLEMENTATION_VARIABLE} | env
+    return subprocess.run(
+        [sys.executable, "-c", _WITHOUT_NUMBA + textwrap.dedent(code)],
+        env=child_env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_without_numba_the_extension_reads_and_a_call_it_cannot_take_names_the_jit_extra() -> None:
+    done = _run_without_numba(
+        """
+        import numpy as np
+        from pysparklog.compiled import KernelsUnavailableError
+        from pysparklog.storage.records import kernels
+
+        entry = np.frombuffer(bytes.fromhex("00000000000000000000000e") + bytes(14), np.uint8)
+        table = np.empty((4, kernels.ENTRY_FIELDS), np.int64)
+        print(kernels.KERNELS, kernels.scan_entries(entry, 0, len(entry), table))
+        try:
+            kernels.scan_entries(np.repeat(entry, 2)[::2], 0, len(entry), table)
+        except KernelsUnavailableError as error:
+            print(error)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    compiled_call, refused = done.stdout.splitlines()
+    assert compiled_call == f"aot (1, 26, {kernels.STOP_END})"
+    assert refused.startswith(
+        "pysparklog.storage.records.kernels needs numba's JIT (pysparklog.storage.records.kernels"
+    )
+    assert "scan_entries has no compiled variant for arguments (uint8[1-D strided], int, int, int64[2-D C])" in refused
+    assert refused.endswith(
+        "and numba is not installed: install the pysparklog wheel built for this Python "
+        f"(cp{sys.version_info.major}{sys.version_info.minor}) and platform, or the JIT with "
+        "pip install 'pysparklog[jit]'"
+    )
+
+
+def test_without_numba_a_module_that_needs_the_jit_fails_to_import_naming_the_extra() -> None:
+    done = _run_without_numba("from pysparklog.storage.records import kernels", **{IMPLEMENTATION_VARIABLE: "jit"})
+    assert done.returncode == 1
+    last_line = done.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("pysparklog.compiled.KernelsUnavailableError: pysparklog.")
+    assert "needs numba's JIT (PYSPARKLOG_KERNELS=jit), and numba is not installed" in last_line
+    assert "pip install 'pysparklog[jit]'" in last_line

@@ -22,7 +22,6 @@ from pysparklog.errors import (
     GroupNotEmptyError,
     InvalidConfigError,
     InvalidOffsetError,
-    InvalidPartitionsError,
     InvalidTopicError,
     RecordTooLargeError,
     UnknownTopicError,
@@ -43,7 +42,7 @@ from pysparklog.offsets import (
 from pysparklog.storage.log import PartitionLog
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.log_protocol import Log
-from pysparklog.storage.topic_config import SERVER_PROPERTIES
+from pysparklog.storage.topic_config import MAX_PARTITIONS, SERVER_PROPERTIES
 from pysparklog.structs import OffsetAndMetadata, TopicPartition
 from tests.conftest import REPO, read_all
 from tests.interop.kafka_tools import DumpLogSegments
@@ -624,7 +623,8 @@ def test_kafkas_dump_log_segments_decodes_our_offsets(store: OffsetStore, kafka_
 
 def test_a_consumer_offsets_partition_count_above_a_topics_bound_is_refused(tmp_path: Path) -> None:
     (tmp_path / SERVER_PROPERTIES).write_text("offsets.topic.num.partitions=2147483647\n")
-    with pytest.raises(InvalidPartitionsError, match="offsets.topic.num.partitions = 2147483647 is invalid"):
+    accepted = f"accepted: an integer from 1 to {MAX_PARTITIONS}"
+    with pytest.raises(InvalidConfigError, match=f"offsets.topic.num.partitions = '2147483647' is invalid; {accepted}"):
         OffsetStore(tmp_path)
 
 

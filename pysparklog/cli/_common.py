@@ -9,11 +9,11 @@ import signal
 import time
 from types import FrameType, TracebackType
 
+from pysparklog.cli.main import LOG_DIR_ENV
 from pysparklog.errors import InvalidLogDirectoryError, PySparkLogError, UnknownTopicError
 from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
 
-LOG_DIR_ENV = "PYSPARKLOG_LOG_DIR"
 #: Kafka's ``Topic.isInternal``: what ``--exclude-internal`` and ``--exclude-internal-topics`` leave out.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 #: The longest ``StopSignals.wait`` sleeps before it looks at the flag again.
@@ -27,12 +27,13 @@ class UsageError(PySparkLogError):
 
 def add_log_dir_argument(parser: argparse.ArgumentParser) -> None:
     """``--log-dir``, required unless ``$PYSPARKLOG_LOG_DIR`` names the directory: set once per shell,
-    it spares repeating the path in every command, as ``--bootstrap-server`` is repeated for Kafka."""
-    default = os.environ.get(LOG_DIR_ENV) or None
+    it spares repeating the path in every command, as ``--bootstrap-server`` is repeated for Kafka.
+
+    ``None`` when given neither way, which the ``pysparklog`` parser reports naming both ways (argparse's own
+    "required" error would name the option only)."""
     parser.add_argument(
         "--log-dir",
-        default=default,
-        required=default is None,
+        default=os.environ.get(LOG_DIR_ENV) or None,
         metavar="DIR",
         help=f"the log directory holding the <topic>-<partition> directories (default: ${LOG_DIR_ENV})",
     )

@@ -36,6 +36,8 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
 DEBUG_ENV = "PYSPARKLOG_DEBUG"
+#: The environment variable naming the log directory when ``--log-dir`` is not given.
+LOG_DIR_ENV = "PYSPARKLOG_LOG_DIR"
 
 
 class Command(Protocol):
@@ -79,6 +81,9 @@ class _Parser(argparse.ArgumentParser):
         """The arguments, with a usage error reported by the subcommand it concerns (``pysparklog topics: error:
         unrecognized arguments: ...``), and an option of Kafka's for reaching a broker named as such.
 
+        A missing log directory is reported here rather than by argparse, whose "the following arguments are
+        required: --log-dir" would not say that ``$PYSPARKLOG_LOG_DIR`` gives it too.
+
         Raises:
             SystemExit: A usage error, reported.
         """
@@ -90,11 +95,13 @@ class _Parser(argparse.ArgumentParser):
         if broker is not None:
             reporter.error(
                 f"{broker} names a broker, and pysparklog has none: give the log directory with --log-dir (or "
-                "$PYSPARKLOG_LOG_DIR)"
+                f"${LOG_DIR_ENV})"
             )
         args, extras = self.parse_known_args(argv)
         if extras:
             reporter.error(f"unrecognized arguments: {' '.join(extras)}")
+        if getattr(args, "log_dir", "") is None:  # a subcommand that takes --log-dir, given neither way
+            reporter.error(f"--log-dir is required (or set {LOG_DIR_ENV})")
         return args
 
 

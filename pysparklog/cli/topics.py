@@ -33,7 +33,7 @@ from pysparklog.cli.progress import progress_bar
 from pysparklog.errors import TopicExistsError, UnknownTopicError
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.topic_config import ConfigSource, parse_config_assignments
-from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata, validate_topic_name
+from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata, parse_topic_partitions, validate_topic_name
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 COLUMNS = ("Partition", "LogStartOffset", "LogEndOffset", "Segments", "Bytes")
@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--describe prints it: TopicId: ...); with --describe: the id of the topic to describe",
     )
     parser.add_argument(
-        "--partitions", type=int, metavar="N", help="the partition count (--create default: num.partitions, else 1)"
+        "--partitions", metavar="N", help="the partition count (--create default: num.partitions, else 1)"
     )
     parser.add_argument(
         "--config",
@@ -124,11 +124,13 @@ def run(args: argparse.Namespace) -> int:
     """Run the one action given."""
     action = next(a for a in ACTIONS if getattr(args, a))
     _check(args, action)
+    # Refused as the engine refuses a count, text that is no integer included, before a log directory is started.
+    partitions = None if args.partitions is None else parse_topic_partitions(args.partitions, "--partitions")
     # Creating a topic may start a log directory; anything else on a missing one is a mistyped path.
     logs = LogDirectory(args.log_dir) if action == "create" else open_log_dir(args.log_dir)
     try:
         if action == "create":
-            _create(logs, args)
+            _create(logs, args, partitions)
         elif action == "list":
             for name in _matching(logs, args):
                 print(name)
@@ -137,12 +139,12 @@ def run(args: argparse.Namespace) -> int:
                 _describe(logs, _matching(logs, args))
             else:
                 _describe(logs, [logs.topics.topic_with_id(args.topic_id).name])
-        elif action == "alter" and args.topic_id is not None:
+        elif action == "alter" and partitions is not None:
+            with progress_bar(f"Adding partitions to {args.topic}") as progress:
+                logs.topics.alter_partitions(args.topic, partitions, progress=progress)
+        elif action == "alter":
             with progress_bar(f"Setting the id of {args.topic}") as progress:
                 logs.set_topic_id(args.topic, args.topic_id, progress=progress)
-        elif action == "alter":
-            with progress_bar(f"Adding partitions to {args.topic}") as progress:
-                logs.topics.alter_partitions(args.topic, args.partitions, progress=progress)
         else:
             with progress_bar(f"Deleting topic {args.topic}") as progress:
                 logs.topics.delete(args.topic, progress=progress)
@@ -152,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _create(logs: LogDirectory, args: argparse.Namespace) -> None:
+def _create(logs: LogDirectory, args: argparse.Namespace, partitions: int | None) -> None:
     name: str = args.topic
     configs = parse_config_assignments(args.config)
     validate_topic_name(name)
@@ -163,7 +165,7 @@ def _create(logs: LogDirectory, args: argparse.Namespace) -> None:
         )
     try:
         with progress_bar(f"Creating topic {name}") as progress:
-            logs.topics.create(name, args.partitions, configs, progress=progress)
+            logs.topics.create(name, partitions, configs, progress=progress)
     except TopicExistsError:
         if args.if_not_exists:
             return

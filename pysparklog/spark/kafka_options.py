@@ -21,6 +21,7 @@ for the same offsets (see :func:`offsets_to_dict` for the order).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -138,6 +139,9 @@ _REJECTED: dict[str, str] = {
 
 _BY_LOWER_NAME = {name.lower(): name for name in SOURCE_OPTIONS}
 _IGNORED_BY_LOWER_NAME = {name.lower(): name for name in IGNORED_OPTIONS}
+#: What an unknown option is compared with for a suggestion: the source's options and the ignored ones it may be
+#: a typo of.
+_SUGGESTED = (*SOURCE_OPTIONS, *IGNORED_OPTIONS)
 _LONG = re.compile(r"[+-]?[0-9]+")
 _PARTITION_KEY = re.compile(r"0|[1-9][0-9]*")
 # Spark's JavaUtils.timeStringAs: digits, then an optional unit; no unit means milliseconds.
@@ -378,6 +382,19 @@ def spelled_options(options: Mapping[str, str]) -> Iterator[tuple[str, str, str]
         yield key, lower, value
 
 
+def closest_option(key: str, accepted: Iterable[str]) -> str:
+    """`` (did you mean startingOffsets?)`` naming the accepted option closest to ``key``, compared ignoring
+    case, or nothing when none is close. Shared with the sink's options.
+
+    Spark hands a Python data source its options in a ``CaseInsensitiveDict``, which keeps only the lower-cased
+    names: the option a user wrote as ``startingOffset`` arrives as ``startingoffset``, and the message can only
+    quote that. The suggestion gives back the spelling the guide uses.
+    """
+    by_lower_name = {name.lower(): name for name in accepted}
+    close = difflib.get_close_matches(key.lower(), by_lower_name, n=1)
+    return f" (did you mean {by_lower_name[close[0]]}?)" if close else ""
+
+
 def _known_options(options: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """The source options by canonical name, and the ignored ones as spelled; refuses everything else."""
     given: dict[str, str] = {}
@@ -391,11 +408,23 @@ def _known_options(options: Mapping[str, str]) -> tuple[dict[str, str], list[str
             ignored.append(key)
         elif not is_storage_option(lower):
             raise InvalidConfigError(
-                f"option {key!r} is not a pysparklog source option; accepted: {', '.join(SOURCE_OPTIONS)}, and "
+                f"option {key!r} is not a pysparklog source option{closest_option(key, _SUGGESTED)}; accepted: "
+                f"{', '.join(SOURCE_OPTIONS)}, and "
                 f"storage.<key> for an object store's settings; accepted and ignored (they configure a broker "
                 f"connection): {', '.join(IGNORED_OPTIONS)} and other kafka.* options"
             )
     return given, ignored
+
+
+def include_headers_option(options: Mapping[str, str]) -> bool:
+    """Option ``includeHeaders`` alone, the names of all options checked: what a source's schema depends on, for
+    when the other options can only be judged knowing whether the query is a batch or a stream.
+
+    Raises:
+        InvalidConfigError: An unknown or refused option, or ``includeHeaders`` not true or false.
+    """
+    given, _ = _known_options(options)
+    return INCLUDE_HEADERS in given and parse_boolean(INCLUDE_HEADERS, given[INCLUDE_HEADERS])
 
 
 def _subscription(

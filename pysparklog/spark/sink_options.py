@@ -86,7 +86,7 @@ from pysparklog.errors import (
 from pysparklog.partitioner import NullKeyStrategy
 from pysparklog.producer import ACCEPTED_CONFIGS as _PRODUCER_CONFIGS
 from pysparklog.producer import ProducerConfig
-from pysparklog.spark.kafka_options import parse_boolean, parse_non_empty, spelled_options
+from pysparklog.spark.kafka_options import closest_option, parse_boolean, parse_non_empty, spelled_options
 from pysparklog.spark.storage_options import StorageSettings, is_storage_option, storage_settings
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.records.arrow_records import HEADER_TYPE
@@ -160,6 +160,14 @@ _NULL_TOPIC = "null topic present in the data. Use the topic option for setting 
 _BY_LOWER_NAME = {name.lower(): name for name in (*SINK_OPTIONS, KAFKA_TRANSACTIONAL_ID, KAFKA_TRANSACTION_TIMEOUT_MS)}
 _SPARK_LOWER_NAMES = frozenset(name.lower() for name in SPARK_OPTIONS)
 _PRODUCER_LOWER_NAMES = frozenset(f"kafka.{name}" for name in PRODUCER_CONFIGS)
+#: What an unknown option is compared with for a suggestion: every option the sink reads or accepts by name.
+_SUGGESTED = (
+    *SINK_OPTIONS,
+    *(f"kafka.{name}" for name in PRODUCER_CONFIGS),
+    KAFKA_TRANSACTIONAL_ID,
+    KAFKA_TRANSACTION_TIMEOUT_MS,
+    *SPARK_OPTIONS,
+)
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # A producer config name inside a message from ProducerConfig: not part of a longer dotted name.
 _CONFIG_NAME = re.compile(
@@ -285,7 +293,8 @@ def _known_options(
             ignored.append(key)
         elif lower not in _SPARK_LOWER_NAMES and not is_storage_option(lower):
             raise InvalidConfigError(
-                f"option {key!r} is not a pysparklog sink option; accepted: {', '.join(SINK_OPTIONS)}, kafka.* "
+                f"option {key!r} is not a pysparklog sink option{closest_option(key, _SUGGESTED)}; accepted: "
+                f"{', '.join(SINK_OPTIONS)}, kafka.* "
                 f"producer configs: {', '.join(f'kafka.{name}' for name in PRODUCER_CONFIGS)}, "
                 f"{KAFKA_TRANSACTIONAL_ID}, {KAFKA_TRANSACTION_TIMEOUT_MS}, and storage.<key> for an object store's "
                 "settings; other kafka.* options are accepted and ignored (they configure a broker connection)"

@@ -361,7 +361,13 @@ TOPIC_CONFIGS: Final[Mapping[str, TopicConfig]] = {
 }
 """The topic configs pysparklog knows, by Kafka name, sorted."""
 
-NUM_PARTITIONS: Final = _int("num.partitions", 1, 1)
+#: The most partitions a topic may have. Kafka's controller refuses to create more than about this many in one
+#: request ("Unable to perform excessively large batch operation.": QuorumController's 10000 records per
+#: operation, one per partition); here it bounds the topic, so that every command visiting its partitions stays
+#: quick (see ``pysparklog.storage.topics``). The broker configs giving partition counts are bounded by it too.
+MAX_PARTITIONS: Final = 10_000
+
+NUM_PARTITIONS: Final = ConfigKey("num.partitions", ConfigType.INT, "1", minimum=1, maximum=MAX_PARTITIONS)
 """The broker config giving a topic created without ``--partitions`` its partition count."""
 
 AUTO_CREATE_TOPICS_ENABLE: Final = ConfigKey("auto.create.topics.enable", ConfigType.BOOLEAN, "true")

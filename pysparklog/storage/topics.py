@@ -58,6 +58,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import NoReturn
 
 from pysparklog.errors import (
     CorruptRecordError,
@@ -71,7 +72,7 @@ from pysparklog.errors import (
     UnknownTopicError,
 )
 from pysparklog.storage import checkpoints
-from pysparklog.storage.config import INT_MAX, LogConfig
+from pysparklog.storage.config import LogConfig
 from pysparklog.storage.io import (
     LOG_DIR_LOCK,
     FileStat,
@@ -95,6 +96,9 @@ from pysparklog.storage.topic_config import (
     normalize_overrides,
     topic_config,
 )
+from pysparklog.storage.topic_config import (
+    MAX_PARTITIONS as MAX_PARTITIONS,  # the bound is the topics', kept with the broker configs it bounds
+)
 
 _log = logging.getLogger(__name__)
 
@@ -107,11 +111,6 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 #: The prefix of Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``...), which only their
 #: coordinators create, never a producer's first use.
 INTERNAL_TOPIC_PREFIX = "__"
-#: The most partitions a topic may have. Kafka's controller refuses to create more than about this many in one
-#: request ("Unable to perform excessively large batch operation.": QuorumController's 10000 records per
-#: operation, one per partition); here it bounds the topic, so that every command visiting its partitions stays
-#: quick (see the module's documentation).
-MAX_PARTITIONS = 10_000
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: the id of a topic whose id is unknown
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Kafka's Uuid.METADATA_TOPIC_ID (ONE_UUID): __cluster_metadata's
 #: The ids Kafka's ``Uuid.RESERVED`` holds, which no topic may be given.
@@ -182,21 +181,9 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-def validate_partition_count(partitions: int) -> None:
-    """Refuse a partition count below 1.
-
-    Raises:
-        InvalidPartitionsError: ``partitions`` is not an integer from 1 to 2147483647.
-    """
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= INT_MAX:
-        raise InvalidPartitionsError(
-            f"partitions = {partitions!r} is invalid; accepted: an integer from 1 to {INT_MAX} (the partitions must "
-            "be greater than 0)"
-        )
-
-
 def validate_topic_partitions(partitions: int, source: str = "partitions") -> None:
-    """Refuse a topic's partition count outside 1 to ``MAX_PARTITIONS``.
+    """Refuse a topic's partition count outside 1 to ``MAX_PARTITIONS``, whatever is wrong with it, with one
+    message: the same accepted range for 0, -1, 20000 or a count that is no integer.
 
     Args:
         partitions: The count.
@@ -205,12 +192,30 @@ def validate_topic_partitions(partitions: int, source: str = "partitions") -> No
     Raises:
         InvalidPartitionsError: Not an integer from 1 to ``MAX_PARTITIONS``.
     """
-    validate_partition_count(partitions)
-    if partitions > MAX_PARTITIONS:
-        raise InvalidPartitionsError(
-            f"{source} = {partitions} is invalid; accepted: an integer from 1 to {MAX_PARTITIONS} (a topic's "
-            "partitions are directories of the log directory, which commands visit one by one)"
-        )
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+        _refuse_partitions(partitions, source)
+
+
+def parse_topic_partitions(text: str, source: str) -> int:
+    """A topic's partition count given as text (a command's ``--partitions``), refused as
+    :func:`validate_topic_partitions` refuses a count, text that is no integer included.
+
+    Raises:
+        InvalidPartitionsError: Not an integer from 1 to ``MAX_PARTITIONS``.
+    """
+    try:
+        partitions = int(text)
+    except ValueError:
+        _refuse_partitions(text, source)
+    validate_topic_partitions(partitions, source)
+    return partitions
+
+
+def _refuse_partitions(partitions: object, source: str) -> NoReturn:
+    raise InvalidPartitionsError(
+        f"{source} = {partitions!r} is invalid; accepted: an integer from 1 to {MAX_PARTITIONS} (each partition is a "
+        "directory of the log directory, which commands visit one by one)"
+    )
 
 
 def parse_topic_id(text: str) -> str:
@@ -565,8 +570,6 @@ class TopicStore:
                 if _collision_key(other) == _collision_key(name):
                     raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
             effective_config(overrides, server, self.defaults)  # a combination Kafka refuses fails here
-            if partitions is None:
-                validate_topic_partitions(server.num_partitions, f"{self.server_properties_path}: num.partitions")
             count = server.num_partitions if partitions is None else partitions
             topic = TopicMetadata(name, checkpoints.new_topic_id(), count, overrides)
             if validate_only:

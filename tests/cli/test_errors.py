@@ -269,6 +269,33 @@ def test_a_broker_option_is_named_with_what_to_give_instead(
     )
 
 
+def commands_taking_a_log_dir() -> list[str]:
+    parser = cli_main.build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(
+        name
+        for name, subparser in subparsers.choices.items()
+        if any("--log-dir" in action.option_strings for action in subparser._actions)
+    )
+
+
+@pytest.mark.parametrize("command", commands_taking_a_log_dir())
+def test_a_missing_log_dir_names_both_ways_to_give_it(command: str) -> None:
+    env = {name: value for name, value in os.environ.items() if name != "PYSPARKLOG_LOG_DIR"}
+    proc = subprocess.run([*CLI, *PARSED_RUNS[command]], capture_output=True, timeout=300, check=False, env=env)
+    assert (proc.returncode, proc.stdout, proc.stderr.decode()) == (
+        2,
+        b"",
+        f"pysparklog {command}: error: --log-dir is required (or set PYSPARKLOG_LOG_DIR)\n",
+    )
+
+
+@pytest.mark.parametrize("command", commands_taking_a_log_dir())
+def test_the_environment_gives_every_command_its_log_dir(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYSPARKLOG_LOG_DIR", "from-the-environment")
+    assert build_parser().parse_command(PARSED_RUNS[command]).log_dir == "from-the-environment"
+
+
 def test_an_unrecognized_argument_is_reported_by_its_subcommand(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

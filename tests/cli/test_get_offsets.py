@@ -152,7 +152,7 @@ def test_log_dir_from_the_environment_and_missing(
     monkeypatch.delenv("PYSPARKLOG_LOG_DIR")
     proc = run_cli("get-offsets", "--topic", "audit")
     assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr.endswith("pysparklog get-offsets: error: the following arguments are required: --log-dir\n")
+    assert proc.stderr == "pysparklog get-offsets: error: --log-dir is required (or set PYSPARKLOG_LOG_DIR)\n"
     missing = tmp_path / "nowhere"
     assert get_offsets(missing) == (
         1,

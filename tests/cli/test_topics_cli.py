@@ -89,8 +89,11 @@ def test_the_log_directory_comes_from_the_environment(tmp_path: Path, monkeypatc
 
 def test_without_a_log_directory_the_command_says_so(tmp_path: Path) -> None:
     missing = run_cli("topics", "--list")
-    assert missing.returncode != 0 and missing.stdout == ""
-    assert missing.stderr.count("\n") == 1 and "--log-dir" in missing.stderr
+    assert (missing.returncode, missing.stdout, missing.stderr) == (
+        2,
+        "",
+        "pysparklog topics: error: --log-dir is required (or set PYSPARKLOG_LOG_DIR)\n",
+    )
     absent = topics(tmp_path / "nope", "--list")
     assert (absent.returncode, absent.stderr) == (
         1,
@@ -104,15 +107,19 @@ ERRORS = [
         "Topic name 'a/b' is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
     ),
     (("--create", "--topic", "t"), "Topic 't' already exists."),
-    (("--create", "--topic", "u", "--partitions", "0"), "partitions = 0 is invalid; accepted: an integer from 1"),
+    (
+        ("--create", "--topic", "u", "--partitions", "0"),
+        "--partitions = 0 is invalid; accepted: an integer from 1 to 10000",
+    ),
     (
         ("--create", "--topic", "u", "--partitions", "2147483647"),
-        "partitions = 2147483647 is invalid; accepted: an integer from 1 to 10000",
+        "--partitions = 2147483647 is invalid; accepted: an integer from 1 to 10000",
     ),
     (
         ("--alter", "--topic", "t", "--partitions", "2147483647"),
-        "partitions = 2147483647 is invalid; accepted: an integer from 1 to 10000",
+        "--partitions = 2147483647 is invalid; accepted: an integer from 1 to 10000",
     ),
+    (("--alter", "--topic", "t", "--partitions", "x"), "--partitions = 'x' is invalid; accepted: an integer from 1"),
     (("--create", "--topic", "u", "--config", "retention.hours=1"), "Unknown topic config name: retention.hours;"),
     (("--create", "--topic", "u", "--config", "retention.ms"), "invalid topic config 'retention.ms'"),
     (("--create", "--topic", "u", "--replication-factor", "3"), "--replication-factor 3 is not supported"),
@@ -145,6 +152,32 @@ def test_errors_are_one_line_on_stderr_and_a_non_zero_status(tmp_path: Path, arg
     failed = topics(tmp_path, *args)
     assert (failed.returncode, failed.stdout.replace(WARNING, "")) == (1, "")
     assert failed.stderr == f"pysparklog topics: error: {error}\n"
+
+
+@pytest.mark.parametrize(
+    ("action", "count", "shown"),
+    [
+        ("--create", "0", "0"),
+        ("--create", "-1", "-1"),
+        ("--create", "20000", "20000"),
+        ("--create", "x", "'x'"),
+        ("--alter", "0", "0"),
+        ("--alter", "1.5", "'1.5'"),
+    ],
+)
+def test_every_partition_count_out_of_range_is_refused_with_one_range(
+    tmp_path: Path, action: str, count: str, shown: str
+) -> None:
+    """0 once said "1 to 2147483647" where 20000 said "1 to 10000", and "x" was argparse's "invalid int value"."""
+    LogDirectory(tmp_path).topics.create("t", 2)
+    failed = topics(tmp_path, action, "--topic", "u" if action == "--create" else "t", "--partitions", count)
+    assert (failed.returncode, failed.stdout, failed.stderr) == (
+        1,
+        "",
+        f"pysparklog topics: error: --partitions = {shown} is invalid; accepted: an integer from 1 to 10000 (each "
+        "partition is a directory of the log directory, which commands visit one by one)\n",
+    )
+    assert LogDirectory(tmp_path).topics.names() == ["t"]
 
 
 @pytest.mark.parametrize(("args", "error"), ERRORS)

@@ -125,6 +125,28 @@ def test_unknown_option_is_named_with_the_accepted_ones() -> None:
 
 
 @pytest.mark.parametrize(
+    ("given", "closest"),
+    [
+        ("startingOffset", "startingOffsets"),
+        ("startingoffset", "startingOffsets"),  # as Spark hands it over: lower-cased
+        ("STARTING_OFFSETS", "startingOffsets"),
+        ("maxOffsetPerTrigger", "maxOffsetsPerTrigger"),
+        ("subscribepatern", "subscribePattern"),
+        ("groupIdPrefx", "groupIdPrefix"),  # an ignored option is still one a typo may mean
+        ("bogus", None),
+    ],
+)
+def test_an_unknown_option_is_named_as_received_with_the_closest_accepted_spelling(
+    given: str, closest: str | None
+) -> None:
+    """Spark lower-cases the names (``'startingoffset'``); the suggestion gives back the guide's spelling."""
+    message = refused({"path": "/logs", "subscribe": "t", given: "earliest"})
+    suggestion = "" if closest is None else f" (did you mean {closest}?)"
+    assert message.startswith(f"option {given!r} is not a pysparklog source option{suggestion}; accepted: assign, ")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
     "name",
     [
         "kafka.bootstrap.servers",

@@ -196,6 +196,30 @@ def test_wrong_columns_fail_when_the_query_starts(
         query.processAllAvailable()
 
 
+def test_an_unknown_write_option_names_the_closest_accepted_one(
+    spark: SparkSession, tmp_path: Path, queries: list[StreamingQuery]
+) -> None:
+    """Spark hands the writer lower-cased option names, so the message quotes them so, and suggests the spelling."""
+    df = spark.createDataFrame([(b"v",)], "value binary")
+    with pytest.raises(PySparkException) as refused:
+        _write(df, tmp_path / "logs", topic="t", deliveryGuarante="exactly-once")
+    assert (
+        "option 'deliveryguarante' is not a pysparklog sink option (did you mean deliveryGuarantee?); accepted: "
+        in (str(refused.value))
+    )
+    stream = spark.readStream.format("rate").load().selectExpr("CAST(value AS STRING) AS value")
+    with pytest.raises(PySparkException) as refused:
+        query = (
+            stream.writeStream.format("pysparklog")
+            .option("topik", "t")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .start(str(tmp_path / "logs"))
+        )
+        queries.append(query)
+        query.processAllAvailable()
+    assert "option 'topik' is not a pysparklog sink option (did you mean topic?); accepted: " in str(refused.value)
+
+
 # -- modes ----------------------------------------------------------------------------------------------------
 
 

@@ -141,6 +141,24 @@ def test_non_string_names_and_values_are_refused() -> None:
     assert "accepted: a mapping" in refused([("path", "/logs")])  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("given", "closest"),
+    [
+        ("topik", "topic"),
+        ("deliveryguarante", "deliveryGuarantee"),  # as Spark hands it over: lower-cased
+        ("nullKeyStrategie", "nullKeyStrategy"),
+        ("checkpointLocaton", "checkpointLocation"),
+        ("bogus", None),
+    ],
+)
+def test_an_unknown_option_is_named_as_received_with_the_closest_accepted_spelling(
+    given: str, closest: str | None
+) -> None:
+    message = refused({"path": "/logs", given: "x"})
+    suggestion = "" if closest is None else f" (did you mean {closest}?)"
+    assert message.startswith(f"option {given!r} is not a pysparklog sink option{suggestion}; accepted: path, ")
+
+
 def test_unknown_options_are_refused_listing_the_accepted_ones() -> None:
     message = refused({"path": "/logs", "subscribe": "orders"})
     assert "'subscribe' is not a pysparklog sink option" in message

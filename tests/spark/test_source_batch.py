@@ -203,8 +203,11 @@ def test_bad_batch_options_fail_when_the_dataframe_is_defined(spark: SparkSessio
         spark.read.format("pysparklog").option("subscribe", "orders").option("assign", '{"orders":[0]}').load(
             str(orders)
         )
-    # PySpark hands a data source its option names in lower case, so the message names it so.
-    with pytest.raises(AnalysisException, match="option 'subscribepatern' is not a pysparklog source option"):
+    # PySpark hands a data source its option names in lower case, so the message names it so, with the spelling meant.
+    with pytest.raises(
+        AnalysisException,
+        match=r"option 'subscribepatern' is not a pysparklog source option \(did you mean subscribePattern\?\)",
+    ):
         spark.read.format("pysparklog").option("subscribePatern", "o.*").load(str(orders))
     inverted = (
         spark.read.format("pysparklog")
@@ -216,6 +219,26 @@ def test_bad_batch_options_fail_when_the_dataframe_is_defined(spark: SparkSessio
         AnalysisException, match="The resolved start offset 4 is greater than the resolved end offset 2"
     ):
         inverted.load(str(orders)).count()
+
+
+def test_a_batch_querys_ending_offsets_error_is_the_batch_sentence_only(spark: SparkSession, orders: Path) -> None:
+    """``schema()`` cannot tell a batch from a stream: it once refused ``endingOffsets`` earliest with the batch's
+    sentence and the stream's ("not valid in streaming queries") joined, which only confused a batch's user."""
+    reader = spark.read.format("pysparklog").option("subscribe", "orders").option("endingOffsets", "earliest")
+    with pytest.raises(AnalysisException) as refused:
+        reader.load(str(orders)).collect()
+    message = str(refused.value)
+    assert "ending offset can't be earliest for batch queries on Kafka: endingOffsets accepts latest or JSON" in message
+    assert "not valid in streaming queries" not in message and "(in a stream)" not in message
+
+
+def test_an_unknown_option_of_a_batch_read_names_the_closest_accepted_one(spark: SparkSession, orders: Path) -> None:
+    reader = spark.read.format("pysparklog").option("subscribe", "orders").option("startingOffset", "earliest")
+    with pytest.raises(AnalysisException) as refused:
+        reader.load(str(orders))
+    assert "option 'startingoffset' is not a pysparklog source option (did you mean startingOffsets?); accepted: " in (
+        str(refused.value)
+    )
 
 
 def test_an_empty_topic_and_a_pattern_matching_nothing_read_no_rows(spark: SparkSession, tmp_path: Path) -> None:

@@ -277,9 +277,30 @@ def test_starting_timestamps_with_both_strategies(
             {"subscribe": "t", "minOffsetsPerTrigger": "20", "maxOffsetsPerTrigger": "10"},
             r"minOffsetPerTrigger\(20\) is higher than the maxOffsetsPerTrigger\(10\)",
         ),
-        ({"subscribe": "t", "maxOffsetPerTrigger": "10"}, "option 'maxoffsetpertrigger' is not a pysparklog source"),
+        (
+            {"subscribe": "t", "maxOffsetPerTrigger": "10"},
+            r"option 'maxoffsetpertrigger' is not a pysparklog source option \(did you mean maxOffsetsPerTrigger\?\)",
+        ),
+        (
+            {"subscribe": "t", "startingOffset": "earliest"},
+            r"option 'startingoffset' is not a pysparklog source option \(did you mean startingOffsets\?\); accepted",
+        ),
+        # A batch refuses this value and a stream the option: the stream's sentence alone, not both joined.
+        (
+            {"subscribe": "t", "endingOffsets": "earliest"},
+            r"ending offset not valid in streaming queries: option endingOffsets is accepted in batch queries only"
+            r"(?! \(in a stream\))",
+        ),
     ],
-    ids=["ending-offsets", "no-subscription", "two-subscriptions", "min-above-max", "unknown-option"],
+    ids=[
+        "ending-offsets",
+        "no-subscription",
+        "two-subscriptions",
+        "min-above-max",
+        "unknown-option",
+        "unknown-option-closest",
+        "ending-offsets-earliest",
+    ],
 )
 def test_bad_options_fail_the_query_at_its_start(
     spark: SparkSession, tmp_path: Path, queries: list[StreamingQuery], options: dict[str, str], message: str

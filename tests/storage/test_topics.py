@@ -36,6 +36,7 @@ from pysparklog.storage.topics import (
     ZERO_TOPIC_ID,
     TopicStore,
     parse_topic_id,
+    parse_topic_partitions,
     validate_topic_partitions,
 )
 from tests.conftest import REPO, keyed_table, read_all
@@ -159,14 +160,31 @@ def test_the_default_partition_count_is_num_partitions(tmp_path: Path) -> None:
     assert _store(tmp_path).create("four").partitions == 4
 
 
-@pytest.mark.parametrize("partitions", [0, -1, True])
-def test_partition_counts_below_one_are_refused(tmp_path: Path, partitions: int) -> None:
+@pytest.mark.parametrize("partitions", [0, -1, True, MAX_PARTITIONS + 1, 2**31, "3", 1.5])
+def test_every_partition_count_out_of_range_gets_one_message_with_one_range(tmp_path: Path, partitions: int) -> None:
+    """0 once said "1 to 2147483647" where 20000 said "1 to 10000": a user met two limits for one."""
+    message = (
+        f"partitions = {partitions!r} is invalid; accepted: an integer from 1 to {MAX_PARTITIONS} (each partition is "
+        "a directory of the log directory, which commands visit one by one)"
+    )
     store = _store(tmp_path)
-    with pytest.raises(InvalidPartitionsError, match="must be greater than 0"):
+    with pytest.raises(InvalidPartitionsError) as refused:
         store.create("t", partitions)
+    assert str(refused.value) == message
     store.create("t", 1)
-    with pytest.raises(InvalidPartitionsError, match="must be greater than 0"):
+    with pytest.raises(InvalidPartitionsError) as refused:
         store.alter_partitions("t", partitions)
+    assert str(refused.value) == message
+    assert store.get("t").partitions == 1
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "20000", "x", "1.5", ""])
+def test_a_partition_count_given_as_text_is_refused_with_the_same_range(text: str) -> None:
+    with pytest.raises(
+        InvalidPartitionsError, match=rf"^--partitions = .* accepted: an integer from 1 to {MAX_PARTITIONS} \("
+    ):
+        parse_topic_partitions(text, "--partitions")
+    assert parse_topic_partitions(" 7 ", "--partitions") == 7
 
 
 def test_a_topic_has_at_most_max_partitions(tmp_path: Path) -> None:
@@ -185,10 +203,15 @@ def test_a_topic_has_at_most_max_partitions(tmp_path: Path) -> None:
     assert store.get("t").partitions == 2
 
 
-def test_num_partitions_above_the_bound_is_refused_naming_it(tmp_path: Path) -> None:
-    (tmp_path / "server.properties").write_text("num.partitions=2147483647\n")
-    with pytest.raises(InvalidPartitionsError, match=r"server.properties: num.partitions = 2147483647 is invalid"):
+@pytest.mark.parametrize("count", ["0", "-1", "10001", "2147483647", "x"])
+def test_num_partitions_out_of_range_is_refused_naming_it_with_the_topics_range(tmp_path: Path, count: str) -> None:
+    (tmp_path / "server.properties").write_text(f"num.partitions={count}\n")
+    with pytest.raises(InvalidConfigError) as refused:
         _store(tmp_path).create("t")
+    assert str(refused.value) == (
+        f"{tmp_path / 'server.properties'}: num.partitions = {count!r} is invalid; accepted: an integer from 1 to "
+        f"{MAX_PARTITIONS}"
+    )
     assert _store(tmp_path).names() == []
 
 
