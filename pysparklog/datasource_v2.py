@@ -91,6 +91,7 @@ from pysparklog.spark.sink import (
     abort_staged_write,
     batch_sink_id,
     commit_staged_write,
+    ensure_topic,
     stages,
     streaming_sink_id,
     write_task,
@@ -172,8 +173,9 @@ class PySparkLogDataSource(DataSource):
             raise InvalidConfigError(
                 f"saveMode = {options.save_mode.value!r} applies to batch writes only; accepted in a stream: append"
             )
-        if options.topic is not None and not options.auto_create_topics:
-            open_logs(options.path, options.storage_settings).topics.get(options.topic)  # fails now, naming the topic
+        if options.topic is not None:  # a target topic that will not be created fails now, naming why
+            logs = open_logs(options.path, options.storage_settings)
+            ensure_topic(logs, options.topic, options.auto_create_topics, validate_only=True)
         return PySparkLogStreamWriter(options, columns)
 
     def _sink_options(self, schema: StructType) -> tuple[SinkOptions, SinkColumns]:

@@ -98,3 +98,13 @@ def test_the_cli_on_an_object_store(url: str) -> None:
     described = run("consumer-groups", "--log-dir", url, "--describe", "--group", "g")
     assert "orders" in described and described.count(" 0 ") >= 1  # lag 0 on the partitions
     assert os.environ.get("AWS_ENDPOINT_URL"), "the commands found the server from the environment"
+
+
+def test_console_producer_creates_a_missing_topic_on_an_object_store(url: str) -> None:
+    storage = LogDirectory(url).storage
+    storage.put(storage.join("server.properties"), b"num.partitions=2\n")
+    proc = cli("console-producer", "--log-dir", url, "--topic", "fresh", stdin=b"a\nb\n")
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    logs = LogDirectory(url)
+    assert logs.topics.get("fresh").partitions == 2
+    assert sum(logs.partition("fresh", p).log_end_offset for p in range(2)) == 2

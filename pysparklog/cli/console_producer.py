@@ -33,8 +33,10 @@ in Kafka's tool), ``compression.type`` (unless ``--compression-codec``), ``clien
 
 Where Kafka's tool differs:
 
-* ``--log-dir`` (default ``$PYSPARKLOG_LOG_DIR``) replaces ``--bootstrap-server``, and the topic
-  must exist (``pysparklog topics --create``): nothing creates it automatically.
+* ``--log-dir`` (default ``$PYSPARKLOG_LOG_DIR``) replaces ``--bootstrap-server``. A missing topic is created
+  by the first line sent, with ``num.partitions`` of the log directory's ``server.properties``, as a broker
+  creates it for Kafka's tool; with ``auto.create.topics.enable=false`` there the command fails before reading
+  stdin, naming the setting (``TopicStore.get_or_create``).
 * ``--partition`` sends every line to one partition; Kafka's tool has no such option.
 * Lines are sent as their bytes. Kafka's tool decodes stdin as UTF-8, so invalid bytes become
   U+FFFD there.
@@ -128,7 +130,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Kafka's producer partitions them (kafka-console-producer.sh).",
     )
     add_log_dir_argument(parser)
-    parser.add_argument("--topic", required=True, help="the topic to append to; it must exist")
+    parser.add_argument(
+        "--topic",
+        required=True,
+        help="the topic to append to; created by the first line when missing, unless server.properties sets "
+        "auto.create.topics.enable=false",
+    )
     parser.add_argument(
         "--partition", type=_partition, metavar="P", help="append every line to partition P instead of partitioning"
     )
@@ -414,12 +421,15 @@ class _Sender:
     """Sends each block of records with one ``Producer.send_arrow``, to ``partition`` when one is given.
 
     Raises:
-        UnknownTopicError: The topic does not exist, or has no partition ``partition``.
+        UnknownTopicError: The topic does not exist and is not created on first use, or has no partition
+            ``partition``.
     """
 
     def __init__(self, logs: LogDirectory, topic: str, partition: int | None, config: ProducerConfig) -> None:
-        # A missing topic or partition fails now, before stdin is read.
-        logs.topics.get(topic)
+        # A topic that is missing and may not be created, or a missing partition, fails now, before stdin is read;
+        # a topic that may be created is created by the first block sent, as Kafka's tool creates it (none if
+        # stdin is empty).
+        logs.topics.get_or_create(topic, validate_only=True)
         if partition is not None:
             logs.topics.open_partition(topic, partition)
         self._producer = Producer(logs, config)

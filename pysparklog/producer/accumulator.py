@@ -143,7 +143,8 @@ class RecordAccumulator:
         """Add one checked record (``size``: its key and value bytes) to its topic's chunk.
 
         Raises:
-            UnknownTopicError: The topic does not exist, or has no partition ``partition``.
+            UnknownTopicError: The topic does not exist and is not created on first use
+                (``TopicStore.get_or_create``), or has no partition ``partition``.
             PySparkLogError: The producer is closed.
         """
         with self._lock:
@@ -168,11 +169,12 @@ class RecordAccumulator:
         return RecordFuture(chunk, index)
 
     def _open_chunk(self, topic: str) -> Chunk:
-        """The first chunk of a topic (``send``'s slow path, under ``_lock``)."""
+        """The first chunk of a topic (``send``'s slow path, under ``_lock``), creating a missing topic as a
+        broker does for a producer's first metadata request about it."""
         self._check_open()
         count = self._partition_counts.get(topic)
         if count is None:
-            count = self._partition_counts[topic] = self._logs.topics.get(topic).partitions
+            count = self._partition_counts[topic] = self._logs.topics.get_or_create(topic).partitions
         chunk = self._chunks[topic] = Chunk(topic, count, self._lock)
         return chunk
 
@@ -227,14 +229,15 @@ class RecordAccumulator:
 
     def refresh_partition_count(self, topic: str) -> int:
         """A topic's partition count, read from the log directory now (on an object store, as this process read
-        it within a few seconds: ``TopicStore.recent_partition_counts``); new chunks use it.
+        it within a few seconds: ``TopicStore.recent_partition_counts``); new chunks use it. A missing topic is
+        created as a broker creates it for a producer's metadata request (``TopicStore.get_or_create``).
 
         Raises:
-            UnknownTopicError: The topic does not exist.
+            UnknownTopicError: The topic does not exist and is not created on first use.
         """
         count = self._logs.topics.recent_partition_counts().get(topic)
-        if count is None:  # created since, or made by appends
-            count = self._logs.topics.get(topic).partitions
+        if count is None:  # created since, made by appends, or to be created by this first use
+            count = self._logs.topics.get_or_create(topic).partitions
         with self._lock:
             self._partition_counts[topic] = count
         return count

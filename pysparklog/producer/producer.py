@@ -44,7 +44,10 @@ class Producer:
     so that the records still waiting are appended.
 
     Args:
-        log_dir: The log directory (a ``LogDirectory`` or its path); topics must exist in it.
+        log_dir: The log directory (a ``LogDirectory`` or its path). A topic that does not exist is created at its
+            first use (``send``, ``send_arrow``, ``partitions_for``) with ``num.partitions`` of the log directory's
+            ``server.properties``, as a broker creates it for a producer, unless ``auto.create.topics.enable=false``
+            there (``TopicStore.get_or_create``).
         config: The settings (default: Kafka's defaults).
         stage: Where the batches go instead of the partitions' logs (an exactly-once sink task's staged objects);
             the producer then neither numbers them for idempotence nor joins a transaction.
@@ -93,7 +96,7 @@ class Producer:
         after ``linger.ms``, or at ``flush``/``close``.
 
         Args:
-            topic: The topic; it must exist.
+            topic: The topic, created if missing (see the class).
             value: The value (None: a tombstone).
             key: The key; a keyed record goes where Kafka's producer sends it (murmur2).
             headers: ``(key, value)`` pairs.
@@ -107,7 +110,8 @@ class Producer:
             TypeError: A key, value or header that is not bytes.
             RecordTooLargeError: The key and value are larger than ``max.request.size`` allows.
             InvalidTimestampError: The timestamp is negative.
-            UnknownTopicError: The topic does not exist, or has no partition ``partition``.
+            UnknownTopicError: The topic does not exist and is not created (an internal topic's name, or
+                ``auto.create.topics.enable=false``), or has no partition ``partition``.
             PySparkLogError: The producer is closed.
         """
         if type(value) not in _BINARY or type(key) not in _BINARY:
@@ -142,7 +146,7 @@ class Producer:
         ``batch.size``, the last one possibly smaller (nothing lingers).
 
         Args:
-            topic: The topic; it must exist.
+            topic: The topic, created if missing (see the class).
             data: ``value`` (binary or string, required), ``key``, ``timestamp`` (timestamp or int64
                 milliseconds; null means now), ``headers`` (list of struct<key: string, value: binary>)
                 and ``partition`` (integer: the record's partition, null to let the partitioner decide).
@@ -154,7 +158,8 @@ class Producer:
         Raises:
             InvalidRecordError: A column is missing or of a type that cannot be read.
             RecordTooLargeError: A record is larger than ``max.request.size`` allows.
-            UnknownTopicError: The topic does not exist, or a ``partition`` is not one of its partitions.
+            UnknownTopicError: The topic does not exist and is not created (see ``send``), or a ``partition`` is not
+                one of its partitions.
             PySparkLogError: An append failed (nothing of that partition after it is appended; the
                 partitions before it in partition order are), or the producer is closed.
             OSError: An append failed on the filesystem after its retries.
@@ -182,10 +187,11 @@ class Producer:
         self._sender.close()
 
     def partitions_for(self, topic: str) -> list[int]:
-        """The partitions of a topic, read from the log directory now.
+        """The partitions of a topic, read from the log directory now; a missing topic is created first, as
+        Kafka's ``partitionsFor`` makes the broker create it through its metadata request.
 
         Raises:
-            UnknownTopicError: The topic does not exist.
+            UnknownTopicError: The topic does not exist and is not created (see ``send``).
         """
         return list(range(self._accumulator.refresh_partition_count(topic)))
 

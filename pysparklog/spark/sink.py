@@ -236,9 +236,9 @@ def _send(producer: Producer, topics: _TopicCheck, topic: str, tables: list[pa.T
 
 
 class _TopicCheck:
-    """Creates a missing target topic with the log directory's defaults, or refuses it."""
+    """Gets each target topic once per task, creating a missing one through ``ensure_topic``."""
 
-    def __init__(self, logs: LogDirectory, auto_create: bool) -> None:
+    def __init__(self, logs: LogDirectory, auto_create: bool | None) -> None:
         self._logs = logs
         self._auto_create = auto_create
         self._known: set[str] = set()
@@ -246,19 +246,39 @@ class _TopicCheck:
     def ensure(self, topic: str) -> None:
         if topic in self._known:
             return
-        if topic in self._logs.topics.recent_partition_counts():  # read within a few seconds: no request
-            self._known.add(topic)
-            return
-        try:
-            self._logs.topics.get(topic)
-        except UnknownTopicError:
-            if not self._auto_create:
-                raise UnknownTopicError(
-                    f"topic {topic!r} does not exist in {self._logs.path} and autoCreateTopics is false; create it "
-                    "(pysparklog topics --create) or set autoCreateTopics to true"
-                ) from None
-            self._logs.topics.create(topic, if_not_exists=True)
+        if topic not in self._logs.topics.recent_partition_counts():  # read within a few seconds: no request
+            ensure_topic(self._logs, topic, self._auto_create)
         self._known.add(topic)
+
+
+def ensure_topic(logs: LogDirectory, topic: str, auto_create: bool | None, *, validate_only: bool = False) -> None:
+    """Get a target topic, creating it when missing as ``TopicStore.get_or_create`` does for every client.
+
+    ``autoCreateTopics`` (``auto_create``) decides when it is given: ``true`` creates the topic even where
+    ``server.properties`` sets ``auto.create.topics.enable=false`` (the query's author asked for it, as a
+    ``topics --create`` would), ``false`` never creates. Left unset, the log directory's
+    ``auto.create.topics.enable`` decides, as the broker's does for Spark's Kafka sink, which has no option of
+    its own.
+
+    Args:
+        logs: The log directory.
+        topic: The topic.
+        auto_create: ``autoCreateTopics``; None when unset.
+        validate_only: Create nothing: only fail now if the topic is missing and would not be created.
+
+    Raises:
+        UnknownTopicError: The topic is missing and not created; the message names the option or the setting
+            that refused it.
+    """
+    try:
+        logs.topics.get_or_create(topic, auto_create=auto_create, validate_only=validate_only)
+    except UnknownTopicError as error:
+        if auto_create is not False:
+            raise
+        raise UnknownTopicError(
+            f"topic {topic!r} does not exist in {logs.path} and autoCreateTopics is false; create it "
+            "(pysparklog topics --create) or set autoCreateTopics to true"
+        ) from error
 
 
 @dataclass(frozen=True, slots=True)

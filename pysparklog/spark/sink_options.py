@@ -31,8 +31,11 @@ option                        Spark's Kafka sink                pysparklog
 timeout.ms``                                                    default 900000, not Kafka's 60000
 ``deliveryGuarantee``         (none: at least once only)        ``exactly-once`` (default) or
                                                                 ``at-least-once``
-``autoCreateTopics``          the broker's                      create a missing target topic (default
-                              ``auto.create.topics.enable``     true)
+``autoCreateTopics``          the broker's                      create a missing target topic: ``true``
+                              ``auto.create.topics.enable``     or ``false``; unset, as the log
+                                                                directory's ``auto.create.topics.enable``
+                                                                says (true unless its
+                                                                ``server.properties`` turns it off)
 ``saveMode``                  ``.mode(...)``                    what a batch write does when a target
                                                                 topic exists: ``append`` (default),
                                                                 ``errorifexists`` / ``error``, ``ignore``
@@ -185,7 +188,8 @@ class SinkOptions:
         path: The log directory (option ``path``, which ``.save(dir)`` / ``.start(dir)`` set).
         topic: The topic of every row (option ``topic``, trimmed); it wins over a ``topic`` column.
         delivery_guarantee: ``deliveryGuarantee``: exactly-once (the default) or at-least-once.
-        auto_create_topics: ``autoCreateTopics``: create a target topic that does not exist (default true).
+        auto_create_topics: ``autoCreateTopics``: whether a target topic that does not exist is created; None
+            (unset) follows ``auto.create.topics.enable`` of the log directory (``TopicStore.get_or_create``).
         save_mode: ``saveMode``: what a batch write does when a target topic exists (default append).
         producer: The producer's settings, from the ``kafka.<name>`` options of the configs ``Producer``
             implements and ``nullKeyStrategy``. Exactly-once turns idempotence on (it numbers the batches
@@ -206,7 +210,7 @@ class SinkOptions:
     path: str
     topic: str | None
     delivery_guarantee: DeliveryGuarantee
-    auto_create_topics: bool
+    auto_create_topics: bool | None
     save_mode: SaveMode
     producer: ProducerConfig
     transactional_id_prefix: str | None
@@ -252,7 +256,7 @@ class SinkOptions:
             path=path,
             topic=topic,
             delivery_guarantee=guarantee,
-            auto_create_topics=parse_boolean(AUTO_CREATE_TOPICS, given.get(AUTO_CREATE_TOPICS, "true")),
+            auto_create_topics=_optional_boolean(given, AUTO_CREATE_TOPICS),
             save_mode=_one_of(given, SAVE_MODE, _SAVE_MODES, SaveMode.APPEND),
             producer=producer,
             transactional_id_prefix=transactional_id,
@@ -400,6 +404,12 @@ def _one_of(given: Mapping[str, str], name: str, choices: Mapping[str, _T], defa
     if found is None:
         raise InvalidConfigError(f"{name} = {value!r} is invalid; accepted: {', '.join(choices)}")
     return found
+
+
+def _optional_boolean(given: Mapping[str, str], name: str) -> bool | None:
+    """A boolean option's value; None when it is not given (the log directory's setting then decides)."""
+    value = given.get(name)
+    return None if value is None else parse_boolean(name, value)
 
 
 def _positive_int(name: str, value: str) -> int:

@@ -34,7 +34,7 @@ LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 MINUTE_MS = 60 * 1000
 HOUR_MS = 60 * MINUTE_MS
 
-KafkaValue = int | float | str | tuple[str, ...]
+KafkaValue = bool | int | float | str | tuple[str, ...]
 """A parsed config value, typed as Kafka's ``ConfigDef`` types it (a LIST is a tuple of strings)."""
 
 
@@ -44,6 +44,7 @@ class ConfigType(enum.Enum):
     INT = "int"
     LONG = "long"
     DOUBLE = "double"
+    BOOLEAN = "boolean"
     STRING = "string"
     LIST = "list"
 
@@ -83,6 +84,8 @@ class ConfigKey:
             return f"an integer from {_or(self.minimum, low)} to {_or(self.maximum, high)}"
         if self.type is ConfigType.DOUBLE:
             return f"a number from {self.minimum} to {self.maximum}"
+        if self.type is ConfigType.BOOLEAN:
+            return "true or false"
         if self.type is ConfigType.STRING:
             return f"one of {', '.join(self.choices)}"
         return f"a comma-separated list of distinct values among {', '.join(self.choices)}, or nothing"
@@ -103,6 +106,11 @@ class ConfigKey:
             if not _DECIMAL.fullmatch(text):
                 raise self.invalid(raw)
             value = float(text)
+        elif self.type is ConfigType.BOOLEAN:
+            # ConfigDef.parseType: "true" or "false" in any case, nothing else (no "yes", no "1").
+            if text.lower() not in ("true", "false"):
+                raise self.invalid(raw)
+            value = text.lower() == "true"
         elif self.type is ConfigType.LIST:
             value = tuple(_LIST_SEPARATOR.split(text)) if text else ()
             if "" in value:
@@ -138,6 +146,8 @@ class ConfigKey:
             )
         elif self.type is ConfigType.LIST:
             ok = isinstance(value, tuple) and all(item in self.choices for item in value)
+        elif self.type is ConfigType.BOOLEAN:
+            ok = isinstance(value, bool)
         else:
             ok = isinstance(value, str) and (not self.choices or value in self.choices)
         if not ok:
@@ -153,6 +163,8 @@ class ConfigKey:
         """The value as Kafka prints it (``ConfigDef.convertToString``)."""
         if isinstance(value, tuple):
             return ",".join(value)
+        if isinstance(value, bool):
+            return "true" if value else "false"
         if isinstance(value, float):
             return _java_double(value)
         return str(value)
@@ -358,6 +370,9 @@ MAX_PARTITIONS: Final = 10_000
 NUM_PARTITIONS: Final = ConfigKey("num.partitions", ConfigType.INT, "1", minimum=1, maximum=MAX_PARTITIONS)
 """The broker config giving a topic created without ``--partitions`` its partition count."""
 
+AUTO_CREATE_TOPICS_ENABLE: Final = ConfigKey("auto.create.topics.enable", ConfigType.BOOLEAN, "true")
+"""The broker config that lets a producer's first use of a missing topic create it (Kafka's default true)."""
+
 
 def topic_config(name: str) -> TopicConfig:
     """The definition of a topic config.
@@ -475,6 +490,18 @@ class ServerProperties:
         value = self.get(NUM_PARTITIONS)
         assert value is None or isinstance(value, int)
         return 1 if value is None else value
+
+    @property
+    def auto_create_topics_enable(self) -> bool:
+        """``auto.create.topics.enable``: whether a producer's first use of a missing topic creates it, as a broker
+        does on a metadata request naming it (Kafka's default true).
+
+        Raises:
+            InvalidConfigError: The value is not true or false; the message names this file.
+        """
+        value = self.get(AUTO_CREATE_TOPICS_ENABLE)
+        assert value is None or isinstance(value, bool)
+        return True if value is None else value
 
     def static_values(self, config: TopicConfig) -> list[tuple[BrokerSynonym, KafkaValue]]:
         """The synonyms of a topic config set here, first one winning, with their values in the topic's unit.

@@ -85,9 +85,7 @@ from pysparklog.storage.io import (
 from pysparklog.storage.log_state import parse_partition_dir
 from pysparklog.storage.objects.topic_commit import chain_directory_name
 from pysparklog.storage.topic_config import (
-    MAX_PARTITIONS as MAX_PARTITIONS,  # the bound is the topics', kept with the broker configs it bounds
-)
-from pysparklog.storage.topic_config import (
+    AUTO_CREATE_TOPICS_ENABLE,
     SERVER_PROPERTIES,
     TOPIC_CONFIGS,
     ConfigEntry,
@@ -98,6 +96,9 @@ from pysparklog.storage.topic_config import (
     normalize_overrides,
     topic_config,
 )
+from pysparklog.storage.topic_config import (
+    MAX_PARTITIONS as MAX_PARTITIONS,  # the bound is the topics', kept with the broker configs it bounds
+)
 
 _log = logging.getLogger(__name__)
 
@@ -107,6 +108,9 @@ MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH: "<topic>-<partitio
 #: Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME: the KRaft metadata log. A broker's log directory holds it as
 #: ``__cluster_metadata-0``, but it is no topic: no broker lists it, and Kafka refuses to create it.
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+#: The prefix of Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``...), which only their
+#: coordinators create, never a producer's first use.
+INTERNAL_TOPIC_PREFIX = "__"
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: the id of a topic whose id is unknown
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Kafka's Uuid.METADATA_TOPIC_ID (ONE_UUID): __cluster_metadata's
 #: The ids Kafka's ``Uuid.RESERVED`` holds, which no topic may be given.
@@ -399,7 +403,15 @@ class TopicStore:
             UnknownTopicError: No such topic.
         """
         validate_topic_name(name)
-        topic = self._topic(name, self._read())
+        return self._usable(name, self._topic(name, self._read()))
+
+    def _usable(self, name: str, topic: TopicMetadata | None) -> TopicMetadata:
+        """A topic found, checked as every command needs it.
+
+        Raises:
+            UnknownTopicError: None was found.
+            InvalidPartitionsError: It has more than ``MAX_PARTITIONS`` partitions.
+        """
         if topic is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist")
         if topic.partitions > MAX_PARTITIONS:  # written by hand, or before the bound: no command could cope
@@ -408,6 +420,61 @@ class TopicStore:
                 f"(delete it with 'pysparklog topics --delete --topic {name}')"
             )
         return topic
+
+    def get_or_create(
+        self, name: str, *, auto_create: bool | None = None, validate_only: bool = False
+    ) -> TopicMetadata:
+        """The metadata of a topic, creating it first when it is missing and the log directory allows: what a
+        broker does when a producer names a topic it does not have (``auto.create.topics.enable``, Kafka's default
+        true), so that every client that writes (``Producer``, ``console-producer``, the Spark sink, the endpoint's
+        Metadata) creates topics the same way.
+
+        A created topic gets ``num.partitions`` of ``server.properties`` (Kafka's default 1) and the log directory's
+        config defaults. Creation is ``create(if_not_exists=True)``: two writers racing both get the one topic. A
+        topic that exists costs what ``get`` costs; ``server.properties`` is read only for a missing one.
+
+        Args:
+            name: The topic.
+            auto_create: Whether a missing topic is created: None follows ``auto.create.topics.enable``; True
+                creates it whatever that says (a writer's explicit wish, as ``topics --create``); False never.
+            validate_only: Create nothing: check that the topic exists or could be created now, and return it or
+                the topic creating it would make.
+
+        Raises:
+            InvalidTopicError: An illegal name, or one colliding with an existing topic's.
+            UnknownTopicError: The topic is missing and is not created: an internal topic (a name starting
+                ``__``, which Kafka creates for its coordinators only), ``auto_create`` False, or
+                ``auto.create.topics.enable=false``; the message names the setting and the fix.
+            InvalidPartitionsError: ``num.partitions`` outside 1 to ``MAX_PARTITIONS``.
+            InvalidConfigError: ``server.properties`` holds a value Kafka refuses.
+        """
+        validate_topic_name(name)
+        topic = self._topic(name, self._read())
+        if topic is None:
+            self._check_auto_creation(name, auto_create)
+            topic = self.create(name, if_not_exists=True, validate_only=validate_only)
+        return self._usable(name, topic)
+
+    def _check_auto_creation(self, name: str, auto_create: bool | None) -> None:
+        """Refuse to create a missing topic on first use, as ``get_or_create`` documents.
+
+        Raises:
+            UnknownTopicError: The topic is not to be created; the message says why and how to create it.
+        """
+        create_it = f"create it with 'pysparklog topics --create --topic {name}'"
+        if name.startswith(INTERNAL_TOPIC_PREFIX):
+            raise UnknownTopicError(
+                f"Topic '{name}' does not exist in {self.log_dir}, and a name starting '{INTERNAL_TOPIC_PREFIX}' is "
+                f"an internal topic's, never created on first use; {create_it}"
+            )
+        if auto_create is False:
+            raise UnknownTopicError(f"Topic '{name}' does not exist in {self.log_dir}; {create_it}")
+        if auto_create is None and not self.server_properties().auto_create_topics_enable:
+            raise UnknownTopicError(
+                f"Topic '{name}' does not exist, and {self.server_properties_path} sets "
+                f"{AUTO_CREATE_TOPICS_ENABLE.name}=false, so it is not created on first use; {create_it}, or set "
+                f"{AUTO_CREATE_TOPICS_ENABLE.name}=true there"
+            )
 
     def describe_configs(self, name: str) -> list[ConfigEntry]:
         """Every config of a topic: the value in force, its source and its synonyms, as ``kafka-configs`` shows them.

@@ -172,6 +172,37 @@ def test_compression_codec(log_dir: Path, flag: tuple[str, ...], codec: str) -> 
     assert consume(log_dir, "one", "--from-beginning").stdout == b"a\nb\n"
 
 
+def test_a_missing_topic_is_created_by_the_first_line_with_num_partitions(log_dir: Path) -> None:
+    (log_dir / "server.properties").write_text("num.partitions=2\n")
+    produce(log_dir, "new", b"k\tv\n", "--property", "parse.key=true")
+    assert LogDirectory(log_dir).topics.get("new").partitions == 2
+    assert sorted(partition_values(log_dir, "new", 0) + partition_values(log_dir, "new", 1)) == [b"v"]
+
+
+def test_a_missing_topic_is_not_created_from_an_empty_stdin(log_dir: Path) -> None:
+    produce(log_dir, "new", b"")
+    assert "new" not in LogDirectory(log_dir).topics.names()
+
+
+def test_a_missing_topic_is_refused_before_stdin_when_server_properties_turns_creation_off(log_dir: Path) -> None:
+    (log_dir / "server.properties").write_text("auto.create.topics.enable=false\n")
+    proc = cli("console-producer", "--log-dir", str(log_dir), "--topic", "new", stdin=b"v\n")
+    assert one_error_line(proc, "console-producer") == (
+        f"Topic 'new' does not exist, and {log_dir / 'server.properties'} sets auto.create.topics.enable=false, so "
+        "it is not created on first use; create it with 'pysparklog topics --create --topic new', or set "
+        "auto.create.topics.enable=true there"
+    )
+    assert "new" not in LogDirectory(log_dir).topics.names()
+
+
+def test_a_bad_auto_create_setting_is_one_line_naming_the_file_and_the_accepted_values(log_dir: Path) -> None:
+    (log_dir / "server.properties").write_text("auto.create.topics.enable=yes\n")
+    proc = cli("console-producer", "--log-dir", str(log_dir), "--topic", "new", stdin=b"v\n")
+    assert one_error_line(proc, "console-producer") == (
+        f"{log_dir / 'server.properties'}: auto.create.topics.enable = 'yes' is invalid; accepted: true or false"
+    )
+
+
 def test_the_log_dir_defaults_to_the_environment(log_dir: Path) -> None:
     env = {**os.environ, "PYSPARKLOG_LOG_DIR": str(log_dir)}
     assert cli("console-producer", "--topic", "one", stdin=b"from env\n", env=env).returncode == 0
@@ -333,7 +364,7 @@ def test_a_line_without_the_key_separator_stops_the_producer_after_the_lines_bef
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--topic", "missing"), "Topic 'missing' does not exist"),
+        (("--topic", "__missing"), "Topic '__missing' does not exist"),
         (
             ("--topic", "one", "--compression-codec", "brotli"),
             "argument --compression-codec: unknown compression codec 'brotli'; accepted: none, uncompressed, gzip, "

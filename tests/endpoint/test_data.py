@@ -73,6 +73,33 @@ def _stored(log_dir: LogDirectory, topic: str, partitions: int) -> list[Record]:
     return sorted(records)
 
 
+def test_librdkafka_producing_to_a_new_topic_creates_it_with_num_partitions(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    log_dir.storage.put(log_dir.storage.join("server.properties"), b"num.partitions=2\n")
+    producer = _confluent_producer(endpoint)
+    for i in range(10):
+        producer.produce("fresh", key=b"key-%d" % i, value=b"value-%d" % i)
+    assert producer.flush(20) == 0
+    assert log_dir.topics.get("fresh").partitions == 2
+    assert sorted(r[3] or b"" for r in _stored(log_dir, "fresh", 2)) == sorted(b"value-%d" % i for i in range(10))
+
+
+def test_librdkafka_producing_to_a_new_topic_is_refused_when_server_properties_turns_creation_off(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    log_dir.storage.put(log_dir.storage.join("server.properties"), b"auto.create.topics.enable=false\n")
+    errors: list[KafkaError | None] = []
+    producer = _confluent_producer(endpoint, **{"topic.metadata.propagation.max.ms": 1000})
+    producer.produce("fresh", value=b"v", on_delivery=lambda error, _message: errors.append(error))
+    assert producer.flush(20) == 0
+    assert [None if error is None else error.code() for error in errors] in (
+        [KafkaError.UNKNOWN_TOPIC_OR_PART],
+        [KafkaError._UNKNOWN_TOPIC],
+    ), errors
+    assert "fresh" not in log_dir.topics.names()
+
+
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_records_produced_by_librdkafka_are_read_alike_by_pysparklog_and_by_librdkafka(
     endpoint: Endpoint, log_dir: LogDirectory, codec: str

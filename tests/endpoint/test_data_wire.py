@@ -123,9 +123,13 @@ def _list_offsets(
     return client.request(request, ListOffsetsResponse).topics[0].partitions[0]
 
 
-def _metadata(client: WireClient, topics: Sequence[metadata_request.MetadataRequestTopic] | None) -> MetadataResponse:
+def _metadata(
+    client: WireClient, topics: Sequence[metadata_request.MetadataRequestTopic] | None, *, auto_create: bool = True
+) -> MetadataResponse:
     request = metadata_request.MetadataRequest(
-        topics=None if topics is None else tuple(topics), include_topic_authorized_operations=False
+        topics=None if topics is None else tuple(topics),
+        allow_auto_topic_creation=auto_create,
+        include_topic_authorized_operations=False,
     )
     response: MetadataResponse = client.request(request, MetadataResponse)
     return response
@@ -267,11 +271,48 @@ def test_an_unknown_topic_or_partition_is_answered_as_such_and_not_created(
         fetched = _fetch(client, {0: 0}, topic="missing").responses[0].partitions[0]
         assert fetched.error_code == ErrorCode.unknown_topic_or_partition
         assert _list_offsets(client, -1, topic="missing").error_code == ErrorCode.unknown_topic_or_partition
-        described = _metadata(client, [metadata_request.MetadataRequestTopic(name=TopicName("missing"), topic_id=None)])
+        described = _metadata(client, [_by_name("missing")], auto_create=False)
         assert [(t.name, t.error_code, t.partitions) for t in described.topics] == [
             ("missing", ErrorCode.unknown_topic_or_partition, ())
         ]
     assert log_dir.topics.names() == [TOPIC]
+
+
+def _by_name(name: str) -> metadata_request.MetadataRequestTopic:
+    return metadata_request.MetadataRequestTopic(name=TopicName(name), topic_id=None)
+
+
+def _answers(response: MetadataResponse) -> list[tuple[str | None, ErrorCode, int]]:
+    return [(t.name, t.error_code, len(t.partitions)) for t in response.topics]
+
+
+def test_a_metadata_request_allowing_auto_creation_creates_a_missing_topic_as_kafka_4_answers_it(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    """Kafka 4's broker asks its controller to create the topic and answers UNKNOWN_TOPIC_OR_PARTITION meanwhile;
+    the client's next request finds it, with ``num.partitions`` partitions."""
+    log_dir.storage.put(log_dir.storage.join("server.properties"), b"num.partitions=3\n")
+    with WireClient(endpoint.bootstrap) as client:
+        first = _metadata(client, [_by_name("fresh")])
+        assert _answers(first) == [("fresh", ErrorCode.unknown_topic_or_partition, 0)]
+        assert _answers(_metadata(client, [_by_name("fresh")])) == [("fresh", ErrorCode.none, 3)]
+        assert _answers(_metadata(client, None)) == [("fresh", ErrorCode.none, 3)]  # listing all creates nothing
+        assert _answers(_metadata(client, [_by_name("__mine"), _by_name("bad name")])) == [
+            ("__mine", ErrorCode.unknown_topic_or_partition, 0),
+            ("bad name", ErrorCode.invalid_topic_exception, 0),
+        ]
+    assert log_dir.topics.names() == ["fresh"]
+
+
+def test_auto_create_topics_enable_false_in_server_properties_refuses_a_metadata_requests_creation(
+    endpoint: Endpoint, log_dir: LogDirectory
+) -> None:
+    log_dir.storage.put(log_dir.storage.join("server.properties"), b"auto.create.topics.enable=false\n")
+    with WireClient(endpoint.bootstrap) as client:
+        for _ in range(2):
+            answered = _metadata(client, [_by_name("fresh")])
+            assert _answers(answered) == [("fresh", ErrorCode.unknown_topic_or_partition, 0)]
+    assert log_dir.topics.names() == []
 
 
 # -- Fetch -----------------------------------------------------------------------------------------------------------

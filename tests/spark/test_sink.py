@@ -297,6 +297,33 @@ def test_missing_topics_are_created_with_the_directory_defaults_or_refused(spark
     assert "absent" not in logs.topics.names()
 
 
+def test_auto_create_topics_enable_false_refuses_unless_the_option_asks(
+    spark: SparkSession, tmp_path: Path, queries: list[StreamingQuery]
+) -> None:
+    """The log directory's ``auto.create.topics.enable=false`` wins over the option left unset, as a broker's does
+    for Spark's Kafka sink: a batch write fails naming the setting, and so does a stream when it starts; an explicit
+    ``autoCreateTopics=true`` creates."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "server.properties").write_text("auto.create.topics.enable=false\n")
+    df = spark.createDataFrame([("k", b"v")], "key string, value binary")
+    with pytest.raises(PySparkException, match="auto.create.topics.enable=false, so it is not created on first use"):
+        _write(df, tmp_path / "logs", topic="refused")
+    rates = spark.readStream.format("rate").load().selectExpr("cast(value as string) as value")
+    with pytest.raises(PySparkException, match="auto.create.topics.enable=false"):
+        query = (
+            rates.writeStream.format("pysparklog")
+            .option("topic", "refused")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .start(str(tmp_path / "logs"))
+        )
+        queries.append(query)
+        query.processAllAvailable()
+    logs = LogDirectory(tmp_path / "logs")
+    assert "refused" not in logs.topics.names()
+    _write(df, tmp_path / "logs", topic="wished", autoCreateTopics="true")
+    assert _values(logs, "wished") == [b"v"]
+
+
 # -- transactions -------------------------------------------------------------------------------------------
 
 

@@ -75,7 +75,7 @@ def test_defaults() -> None:
     assert options.path == "/logs"
     assert options.topic is None
     assert options.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
-    assert options.auto_create_topics is True
+    assert options.auto_create_topics is None  # the log directory's auto.create.topics.enable decides
     assert options.save_mode is SaveMode.APPEND
     assert options.transactional_id_prefix is None
     assert options.transaction_timeout_ms == DEFAULT_TRANSACTION_TIMEOUT_MS == 900_000

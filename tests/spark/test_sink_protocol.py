@@ -159,6 +159,19 @@ def test_missing_topics_are_created_or_refused(logs: LogDirectory) -> None:
     assert "absent" not in logs.topics.names()
 
 
+def test_the_log_directorys_auto_create_setting_decides_unless_the_option_is_given(logs: LogDirectory) -> None:
+    """As Spark's Kafka sink against a broker with ``auto.create.topics.enable=false``: the option left unset, the
+    log directory refuses; ``autoCreateTopics=true`` is the query author's explicit wish and creates."""
+    logs.storage.put(logs.storage.join("server.properties"), b"auto.create.topics.enable=false\nnum.partitions=2\n")
+    options, columns = _options(logs, topic="refused")
+    with pytest.raises(UnknownTopicError, match="sets auto.create.topics.enable=false, so it is not created"):
+        write_task(options, columns, _rows("v"), sink_id="s", query_id="q", batch_id=0, task=0)
+    assert "refused" not in logs.topics.names()
+    options, columns = _options(logs, topic="wished", autoCreateTopics="true")
+    write_task(options, columns, _rows("v"), sink_id="s2", query_id="q", batch_id=0, task=0)
+    assert logs.topics.get("wished").partitions == 2
+
+
 def test_a_re_run_with_fewer_tasks_aborts_the_transactions_of_the_missing_ones(logs: LogDirectory) -> None:
     """A re-run may plan fewer tasks: no new session would ever abort the others' transactions, prepared ones
     never time out, and they would hold back the last stable offset for good."""

@@ -94,7 +94,14 @@ SOURCE_IDS = {
     ConfigSource.DEFAULT_CONFIG: WireConfigSource.DEFAULT_CONFIG,
 }
 #: Kafka's ``DescribeConfigsResponse.ConfigType`` ids (DescribeConfigs v3+).
-TYPE_IDS = {ConfigType.STRING: 2, ConfigType.INT: 3, ConfigType.LONG: 5, ConfigType.DOUBLE: 6, ConfigType.LIST: 7}
+TYPE_IDS = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+}
 
 
 class AlterConfigOp(enum.IntEnum):

@@ -3,9 +3,15 @@ in-sync replica of every partition of every topic of the log directory.
 
 Every endpoint of a log directory answers so about itself (as WarpStream's agents do): the log is shared storage,
 so whichever endpoint a client writes to appends to the same partition. The cluster id is the log directory's
-(``DataState.cluster_id``), the same from every endpoint. Topics are not created by asking for them
-(``allow_auto_topic_creation`` is ignored, as by a broker with ``auto.create.topics.enable=false``): an unknown
-topic is UNKNOWN_TOPIC_OR_PARTITION.
+(``DataState.cluster_id``), the same from every endpoint.
+
+A request naming a topic that does not exist, with ``allow_auto_topic_creation`` (implied before v4), creates it
+as a broker does (``AutoTopicCreationManager``), through the engine's ``TopicStore.get_or_create``: with
+``num.partitions`` of the log directory's ``server.properties``, unless ``auto.create.topics.enable=false`` there
+or the name is an internal topic's. The answer for the topic is UNKNOWN_TOPIC_OR_PARTITION either way, as Kafka 4's
+brokers answer while the controller creates it: a client asks again (librdkafka within
+``topic.metadata.propagation.max.ms``, Java's producer until ``max.block.ms``) and then finds it, or keeps being
+told it does not exist. A request for every topic creates none.
 
 Wire (v0-v13): request ``topics`` (v0: empty means all; v1+: null means all, empty none; v10+: each by name or
 ``topic_id``); response ``brokers``, ``cluster_id`` (v2+), ``controller_id`` (v1+), ``topics`` (``error_code``,
@@ -85,9 +91,11 @@ def _topic_error(context: RequestContext, name: str | None, topic_id: uuid.UUID 
 
 
 def _describe(context: RequestContext, data: DataState, request: Any) -> list[Any]:
-    """The topics asked for (engine threads: every look at the topics reads the log directory)."""
+    """The topics asked for, creating those missing when the request allows (engine threads: every look at the
+    topics reads the log directory)."""
     topics = data.log_dir.topics
     asked: list[tuple[str | None, uuid.UUID | None]]
+    auto_create = False
     # The topics are listed once: looking for a topic that does not exist lists the log directory, which a request
     # naming thousands of them would otherwise do thousands of times.
     existing = set(topics.names())
@@ -95,6 +103,7 @@ def _describe(context: RequestContext, data: DataState, request: Any) -> list[An
         asked = [(name, None) for name in sorted(existing)]
     else:
         asked = [(wanted.name, getattr(wanted, "topic_id", None)) for wanted in request.topics]
+        auto_create = getattr(request, "allow_auto_topic_creation", True)  # v0-3 have no field: they allow it
     answers = []
     for name, wanted_id in asked:
         wanted_id = None if wanted_id is None or wanted_id.int == 0 else wanted_id
@@ -106,7 +115,11 @@ def _describe(context: RequestContext, data: DataState, request: Any) -> list[An
                 name = topics.topic_with_id(topic_id_text(wanted_id)).name
             if name not in existing:
                 validate_topic_name(name)
-                raise UnknownTopicError(f"Topic '{name}' does not exist")
+                if not auto_create:
+                    raise UnknownTopicError(f"Topic '{name}' does not exist")
+                topics.get_or_create(name)  # refused: UnknownTopicError, answered the same
+                answers.append(_topic_error(context, name, None, ErrorCode.unknown_topic_or_partition))
+                continue
             answers.append(_topic_response(context, data.topic(name)))
         except (PySparkLogError, OSError) as error:
             code = error_code(error, f"metadata of topic {name or wanted_id}")
