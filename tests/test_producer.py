@@ -527,8 +527,8 @@ def test_get_times_out_while_the_record_waits(producer: Producer) -> None:
 
 def test_partitions_for(producer: Producer) -> None:
     assert producer.partitions_for("three") == [0, 1, 2]
-    with pytest.raises(UnknownTopicError, match="Topic '__missing' does not exist"):
-        producer.partitions_for("__missing")  # an internal topic's name: never created on first use
+    with pytest.raises(UnknownTopicError, match="Topic '__transaction_state' does not exist"):
+        producer.partitions_for("__transaction_state")  # an internal topic: never created on first use
 
 
 # -- refusals ------------------------------------------------------------------------------------
@@ -537,7 +537,7 @@ def test_partitions_for(producer: Producer) -> None:
 @pytest.mark.parametrize(
     ("send", "error", "message"),
     [
-        (lambda p: p.send("__missing", b"v"), UnknownTopicError, "Topic '__missing' does not exist"),
+        (lambda p: p.send("__consumer_offsets", b"v"), UnknownTopicError, "Topic '__consumer_offsets' does not exist"),
         (
             lambda p: p.send("three", b"v", partition=3),
             UnknownTopicError,

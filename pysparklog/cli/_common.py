@@ -14,8 +14,6 @@ from pysparklog.errors import InvalidLogDirectoryError, PySparkLogError, Unknown
 from pysparklog.storage.io import storage_for
 from pysparklog.storage.log_dir import LogDirectory
 
-#: Kafka's ``Topic.isInternal``: what ``--exclude-internal`` and ``--exclude-internal-topics`` leave out.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 #: The longest ``StopSignals.wait`` sleeps before it looks at the flag again.
 _STOP_CHECK_S = 0.05
 

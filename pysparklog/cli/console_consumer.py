@@ -72,7 +72,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pysparklog.cli._common import (
-    INTERNAL_TOPICS,
     StopSignals,
     UsageError,
     add_log_dir_argument,
@@ -92,6 +91,7 @@ from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pysparklog.storage.records.arrow_records import binary_buffers
 from pysparklog.storage.records.default_records import TimestampType
+from pysparklog.storage.topics import INTERNAL_TOPICS
 from pysparklog.storage.transaction_index import READ_COMMITTED, READ_UNCOMMITTED
 from pysparklog.structs import TopicPartition
 

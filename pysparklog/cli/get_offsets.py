@@ -38,7 +38,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pysparklog.cli._common import (
-    INTERNAL_TOPICS,
     UsageError,
     add_log_dir_argument,
     open_log_dir,
@@ -49,6 +48,7 @@ from pysparklog.errors import PySparkLogError
 from pysparklog.storage.config import INT_MAX
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from pysparklog.storage.topics import INTERNAL_TOPICS
 
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5

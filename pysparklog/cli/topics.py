@@ -28,12 +28,18 @@ from __future__ import annotations
 
 import argparse
 
-from pysparklog.cli._common import INTERNAL_TOPICS, UsageError, add_log_dir_argument, open_log_dir, topic_filter
+from pysparklog.cli._common import UsageError, add_log_dir_argument, open_log_dir, topic_filter
 from pysparklog.cli.progress import progress_bar
 from pysparklog.errors import TopicExistsError, UnknownTopicError
 from pysparklog.storage.log_dir import LogDirectory
 from pysparklog.storage.topic_config import ConfigSource, parse_config_assignments
-from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata, parse_topic_partitions, validate_topic_name
+from pysparklog.storage.topics import (
+    INTERNAL_TOPICS,
+    ZERO_TOPIC_ID,
+    TopicMetadata,
+    parse_topic_partitions,
+    validate_topic_name,
+)
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 COLUMNS = ("Partition", "LogStartOffset", "LogEndOffset", "Segments", "Bytes")

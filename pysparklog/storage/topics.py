@@ -108,9 +108,10 @@ MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH: "<topic>-<partitio
 #: Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME: the KRaft metadata log. A broker's log directory holds it as
 #: ``__cluster_metadata-0``, but it is no topic: no broker lists it, and Kafka refuses to create it.
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-#: The prefix of Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``...), which only their
-#: coordinators create, never a producer's first use.
-INTERNAL_TOPIC_PREFIX = "__"
+#: Kafka's internal topics (``Topic.isInternal``), which only their coordinators create, each with its own settings
+#: (``offsets.topic.num.partitions``...), never a producer's first use; ``--exclude-internal`` leaves them out, and
+#: Metadata marks them internal.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: the id of a topic whose id is unknown
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Kafka's Uuid.METADATA_TOPIC_ID (ONE_UUID): __cluster_metadata's
 #: The ids Kafka's ``Uuid.RESERVED`` holds, which no topic may be given.
@@ -442,8 +443,8 @@ class TopicStore:
 
         Raises:
             InvalidTopicError: An illegal name, or one colliding with an existing topic's.
-            UnknownTopicError: The topic is missing and is not created: an internal topic (a name starting
-                ``__``, which Kafka creates for its coordinators only), ``auto_create`` False, or
+            UnknownTopicError: The topic is missing and is not created: an internal topic
+                (``INTERNAL_TOPICS``, which Kafka creates for its coordinators only), ``auto_create`` False, or
                 ``auto.create.topics.enable=false``; the message names the setting and the fix.
             InvalidPartitionsError: ``num.partitions`` outside 1 to ``MAX_PARTITIONS``.
             InvalidConfigError: ``server.properties`` holds a value Kafka refuses.
@@ -462,10 +463,10 @@ class TopicStore:
             UnknownTopicError: The topic is not to be created; the message says why and how to create it.
         """
         create_it = f"create it with 'pysparklog topics --create --topic {name}'"
-        if name.startswith(INTERNAL_TOPIC_PREFIX):
+        if name in INTERNAL_TOPICS:
             raise UnknownTopicError(
-                f"Topic '{name}' does not exist in {self.log_dir}, and a name starting '{INTERNAL_TOPIC_PREFIX}' is "
-                f"an internal topic's, never created on first use; {create_it}"
+                f"Topic '{name}' does not exist in {self.log_dir}, and it is an internal topic, created by its "
+                f"coordinator, never on first use; {create_it}"
             )
         if auto_create is False:
             raise UnknownTopicError(f"Topic '{name}' does not exist in {self.log_dir}; {create_it}")

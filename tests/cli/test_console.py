@@ -364,7 +364,7 @@ def test_a_line_without_the_key_separator_stops_the_producer_after_the_lines_bef
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--topic", "__missing"), "Topic '__missing' does not exist"),
+        (("--topic", "__transaction_state"), "Topic '__transaction_state' does not exist"),
         (
             ("--topic", "one", "--compression-codec", "brotli"),
             "argument --compression-codec: unknown compression codec 'brotli'; accepted: none, uncompressed, gzip, "

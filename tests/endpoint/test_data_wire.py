@@ -297,8 +297,8 @@ def test_a_metadata_request_allowing_auto_creation_creates_a_missing_topic_as_ka
         assert _answers(first) == [("fresh", ErrorCode.unknown_topic_or_partition, 0)]
         assert _answers(_metadata(client, [_by_name("fresh")])) == [("fresh", ErrorCode.none, 3)]
         assert _answers(_metadata(client, None)) == [("fresh", ErrorCode.none, 3)]  # listing all creates nothing
-        assert _answers(_metadata(client, [_by_name("__mine"), _by_name("bad name")])) == [
-            ("__mine", ErrorCode.unknown_topic_or_partition, 0),
+        assert _answers(_metadata(client, [_by_name("__transaction_state"), _by_name("bad name")])) == [
+            ("__transaction_state", ErrorCode.unknown_topic_or_partition, 0),
             ("bad name", ErrorCode.invalid_topic_exception, 0),
         ]
     assert log_dir.topics.names() == ["fresh"]

@@ -32,11 +32,9 @@ from pysparklog.endpoint.context import RequestContext
 from pysparklog.endpoint.data.errors import error_code
 from pysparklog.endpoint.data.state import DataState
 from pysparklog.errors import PySparkLogError, UnknownTopicError
-from pysparklog.storage.topics import ZERO_TOPIC_ID, TopicMetadata, validate_topic_name
+from pysparklog.storage.topics import INTERNAL_TOPICS, ZERO_TOPIC_ID, TopicMetadata, validate_topic_name
 
 METADATA = 3
-#: Kafka's internal topics: a client's ``exclude.internal.topics`` and regex subscriptions skip them.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 #: No leader epoch: the log keeps none (no elections), so clients skip the epoch checks they would make.
 NO_LEADER_EPOCH = -1
 NO_THROTTLE = timedelta(0)

@@ -26,11 +26,12 @@ from kio.schema.errors import ErrorCode
 
 from pysparklog.endpoint.context import RequestContext
 from pysparklog.endpoint.data.errors import error_code
-from pysparklog.endpoint.data.metadata import INTERNAL_TOPICS, NO_THROTTLE
+from pysparklog.endpoint.data.metadata import NO_THROTTLE
 from pysparklog.endpoint.data.state import DataState, Leases
 from pysparklog.errors import InvalidRecordError, InvalidTopicError, PySparkLogError
 from pysparklog.storage.log_protocol import Log
 from pysparklog.storage.log_writer import AppendInfo
+from pysparklog.storage.topics import INTERNAL_TOPICS
 
 PRODUCE = 0
 #: Kafka's acks: none, the leader, all in-sync replicas (the same here: an append is acknowledged once written).
