@@ -27,6 +27,12 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 setup: $(STAMP)
 
+# The checkout is installed in compat editable mode: a plain path entry in a .pth file, not setuptools' import hook,
+# so that pkgutil.iter_modules() lists pyspark_pysparklog and Spark registers format("pysparklog") by itself from any
+# working directory, and a module added to the checkout imports without a reinstall. setuptools warns that compat
+# mode is transitional, and pip prints that as a banner on every set-up; the filter drops that one warning (by its
+# first words) in the build backend, which pip runs in a process of its own, and nothing else. (Comments here, not
+# in the recipe, where make would print them.)
 $(STAMP): pyproject.toml $(LOCK)
 	@test -n "$(PYTHON)" || { echo "No Python $(PY_VERSION): python$(PY_VERSION) is not on PATH (or does not run) and" \
 		"$(PYENV_ROOT)/versions/$(PY_VERSION).*/bin/python$(PY_VERSION) does not exist; install it, or name it with" \
@@ -36,11 +42,6 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r $(LOCK)
-	# compat: a plain path entry in a .pth file, not setuptools' import hook, so that pkgutil.iter_modules()
-	# lists pyspark_pysparklog and Spark registers format("pysparklog") by itself from any working directory, and a
-	# module added to the checkout imports without a reinstall. setuptools warns that compat mode is transitional,
-	# and pip prints that as a banner on every set-up; the filter drops that one warning (by its first words) in the
-	# build backend, which pip runs in a process of its own, and nothing else.
 	PYTHONWARNINGS='ignore:Compat editable installs' \
 		$(PY) -m pip install --quiet --no-deps -e . --config-settings editable_mode=compat
 	touch $(STAMP)
