@@ -37,7 +37,7 @@ from tests.endpoint.endpoint_process import REPO_ROOT, EndpointProcess
 from tests.endpoint.kafka_wire import WireClient
 from tests.interop import scenarios
 from tests.interop.client_process import ClientProcess
-from tests.interop.java_clients import BASE_TIMESTAMP, JAVA_CLIENTS
+from tests.interop.java_clients import BASE_TIMESTAMP
 from tests.interop.kafka_tools import missing_tools
 from tests.interop.kcat import KCAT, headers_of
 
@@ -505,14 +505,4 @@ def test_what_pysparklog_writes_a_java_consumer_reads_through_an_endpoint_alike(
             for i in range(60)
         ]
         written = {(m.partition, m.offset): i for i, m in enumerate(future.get(30) for future in futures)}
-    consumer = JAVA_CLIENTS.start(
-        tmp_path, "consume", bootstrap=endpoints.bootstrap, topic=topic, group="python-to-java", max_records=60
-    )
-    try:
-        consumer.wait(scenarios.CLIENT_TIMEOUT_S)
-    finally:
-        consumer.close()
-    records = consumer.events("record")
-    assert {(r["partition"], r["offset"]) for r in records} == set(written)
-    for record in records:
-        scenarios.check_java_record(record, written[(record["partition"], record["offset"])])
+    scenarios.consume_and_check(tmp_path, endpoints.bootstrap, topic, "python-to-java", written)

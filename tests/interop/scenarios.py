@@ -93,6 +93,19 @@ def check_java_record(record: Event, index: int) -> None:
     assert (record["timestamp"], record["timestamp_type"]) == (BASE_TIMESTAMP + index, "CreateTime")
 
 
+def consume_and_check(work_dir: Path, bootstrap: str, topic: str, group: str, written: dict[Coordinates, int]) -> None:
+    """A Java consumer of group ``group`` reads back exactly the records ``written`` ((partition, offset) -> the
+    index of a record as the Java producer makes them), each with its key, value, header and time."""
+    consumer = JAVA_CLIENTS.start(
+        work_dir, "consume", bootstrap=bootstrap, topic=topic, group=group, max_records=len(written)
+    )
+    _run_to_end(consumer)
+    records = consumer.events("record")
+    assert {(r["partition"], r["offset"]) for r in records} == set(written)
+    for record in records:
+        check_java_record(record, written[(record["partition"], record["offset"])])
+
+
 @dataclass
 class GroupRun:
     """What the consumers of ``consumer_group`` printed, and what the producer had acknowledged."""

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.interop import scenarios
-from tests.interop.java_clients import JAVA_CLIENTS
 from tests.interop.kafka_broker import TOPIC_COMMAND, KafkaBroker
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -25,17 +24,7 @@ def test_idempotent_producer_acks_each_record_once_and_a_consumer_reads_them_bac
 ) -> None:
     topic = _topic(kafka_broker, "java-produce", 3)
     acks = scenarios.idempotent_produce(tmp_path, kafka_broker.bootstrap_server, topic, 300)
-    consumer = JAVA_CLIENTS.start(
-        tmp_path, "consume", bootstrap=kafka_broker.bootstrap_server, topic=topic, group="g-read", max_records=300
-    )
-    try:
-        consumer.wait(scenarios.CLIENT_TIMEOUT_S)
-    finally:
-        consumer.close()
-    records = consumer.events("record")
-    assert {(r["partition"], r["offset"]) for r in records} == set(acks)
-    for record in records:
-        scenarios.check_java_record(record, acks[(record["partition"], record["offset"])])
+    scenarios.consume_and_check(tmp_path, kafka_broker.bootstrap_server, topic, "g-read", acks)
 
 
 def test_read_committed_consumer_sees_the_committed_transactions_only(
